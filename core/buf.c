@@ -1,0 +1,105 @@
+/* buf.c: growable byte buffers. */
+#include "buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+
+int hs_buf_reserve(struct hs_buf *b, size_t extra)
+{
+    if (b->cap - b->len >= extra)
+        return 0;
+    if (extra > SIZE_MAX / 2 - b->len)
+        return HS_ENOMEM;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap - b->len < extra)
+        cap *= 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (!p)
+        return HS_ENOMEM;
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+int hs_buf_append(struct hs_buf *b, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    int rc = hs_buf_reserve(b, n);
+    if (rc)
+        return rc;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+int hs_buf_putc(struct hs_buf *b, int c)
+{
+    int rc = hs_buf_reserve(b, 1);
+    if (rc)
+        return rc;
+    b->data[b->len++] = (uint8_t)c;
+    return 0;
+}
+
+int hs_buf_vprintf(struct hs_buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0)
+        return HS_EINVAL;
+    int rc = hs_buf_reserve(b, (size_t)n + 1);
+    if (rc)
+        return rc;
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int hs_buf_printf(struct hs_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = hs_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void hs_buf_reset(struct hs_buf *b)
+{
+    b->len = 0;
+}
+
+void hs_buf_free(struct hs_buf *b)
+{
+    free(b->data);
+    *b = (struct hs_buf){0};
+}
+
+size_t hs_varint_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+int hs_buf_put_varint(struct hs_buf *b, uint64_t v)
+{
+    int rc = hs_buf_reserve(b, 10);
+    if (rc)
+        return rc;
+    while (v >= 0x80) {
+        b->data[b->len++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b->data[b->len++] = (uint8_t)v;
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* http_client.h: outbound HTTP for exporters: libcurl multi driven from the libuv loop
+ * (curl_multi_socket_action + uv_poll_t + uv_timer_t), HTTP/1.1 and HTTP/2, TLS, keep-alive. */
+#ifndef HS_HTTP_CLIENT_H
+#define HS_HTTP_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common.h"
+
+struct hs_http_client;
+
+struct hs_http_result {
+    int status;           /* HTTP status, or 0 when no response (see error) */
+    const char *error;    /* transport error text when status == 0 */
+    const uint8_t *body;  /* response body (valid during the callback) */
+    size_t body_len;
+    uint64_t retry_after_ms; /* from Retry-After (seconds or HTTP-date); 0 when absent */
+    const char *content_type;
+};
+
+typedef void (*hs_http_done_cb)(void *ud, const struct hs_http_result *res);
+
+struct hs_http_client *hs_http_client_new(uv_loop_t *loop);
+
+/* POST `body` (borrowed until done fires) to `url` with `headers` ("Name: value" lines,
+ * borrowed until done). done fires exactly once, also when the client is closed. Returns 0 or
+ * HS_ENOMEM (done not called). */
+int hs_http_client_post(struct hs_http_client *c, const char *url, const char *const *headers,
+                        size_t header_count, const void *body, size_t body_len,
+                        uint64_t timeout_ms, hs_http_done_cb done, void *ud);
+
+/* Aborts transfers in flight (their done fires with status 0, "cancelled"), closes handles,
+ * then calls closed(ud) and frees the client. */
+void hs_http_client_close(struct hs_http_client *c, void (*closed)(void *ud), void *ud);
+
+#endif

@@ -1,0 +1,85 @@
+/* http_server.h: an HTTP/1.1 server on libuv and http_parser, generic over handlers: keep-alive,
+ * chunked bodies, Expect: 100-continue, connection and time limits, body size limit (an
+ * oversized Content-Length is answered 413 at once, without reading the body). */
+#ifndef HS_HTTP_SERVER_H
+#define HS_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common.h"
+#include "config.h"
+
+struct hs_http_server;
+struct hs_http_conn;
+
+struct hs_http_header {
+    struct hs_str name; /* lower-cased by the server */
+    struct hs_str value;
+};
+
+struct hs_http_request {
+    const char *method;       /* "POST", "GET", ... */
+    struct hs_str path;       /* without the query */
+    struct hs_str query;      /* after '?', may be empty */
+    const struct hs_http_header *headers;
+    size_t header_count;
+    const uint8_t *body;      /* as sent (chunked encoding removed); not decompressed */
+    size_t body_len;
+    const char *peer;         /* "127.0.0.1:53422" */
+    struct hs_http_conn *conn;
+};
+
+/* Case-insensitive header lookup; NULL when absent. */
+const struct hs_str *hs_http_request_header(const struct hs_http_request *req, const char *name);
+
+/* The handler must answer every request with exactly one hs_http_respond, before it returns.
+ * The request and its body are valid only during the call. */
+typedef void (*hs_http_handler)(void *ud, struct hs_http_request *req);
+
+/* The listener options, shared by every HTTP listener's config (protocols.http, admin). */
+struct hs_http_server_config {
+    char *endpoint;             /* host:port */
+    uint64_t max_request_body_size;
+    uint64_t read_timeout_ms;   /* a request must arrive whole within this (slowloris) */
+    uint64_t idle_timeout_ms;   /* keep-alive connection without a request */
+    uint32_t max_connections;
+    uint32_t max_header_size;   /* bytes of request line + headers */
+};
+
+/* The declared fields for the struct above, to be embedded in a component's field table as an
+ * HS_CFG_SECTION's .sub (otelcol's confighttp.ServerConfig). `default_endpoint` differs per
+ * listener, so callers declare the endpoint row themselves and reuse the rest: */
+extern const struct hs_config_field hs_http_server_fields_common[]; /* all but endpoint */
+
+struct hs_http_server_opts {
+    const struct hs_http_server_config *config;
+    const char *name;           /* for logs and metrics: "otlp", "admin" */
+    hs_http_handler handler;
+    void *ud;
+};
+
+/* Binds and listens. Returns 0, or a negative libuv/HS code with a message in err. */
+int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts,
+                         struct hs_http_server **out, struct hs_error *err);
+/* The bound port (useful with port 0). */
+int hs_http_server_port(const struct hs_http_server *s);
+/* Stops listening, closes every connection after its current response, then calls done(ud)
+ * once every handle is closed, and frees the server. */
+void hs_http_server_close(struct hs_http_server *s, void (*done)(void *ud), void *ud);
+
+/* Sends the response. `extra` headers are added (Content-Length and Connection are set by the
+ * server). After an error status the server may close the connection if the body was not
+ * read. */
+void hs_http_respond(struct hs_http_request *req, int status, const char *content_type,
+                     const struct hs_http_header *extra, size_t extra_count, const void *body,
+                     size_t body_len);
+
+/* Shorthand for text/plain answers. */
+void hs_http_respond_text(struct hs_http_request *req, int status, const char *text);
+
+const char *hs_http_reason(int status);
+
+#endif

@@ -1,0 +1,224 @@
+/* main.c: the command line. `hotspan` runs the embedded default config, `-c FILE` runs a file,
+ * `validate` checks one without starting, `config-reference` prints every component's keys. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "component.h"
+#include "config.h"
+#include "log.h"
+#include "service.h"
+
+extern const char hs_default_config[];
+extern const size_t hs_default_config_len;
+
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+static const char usage[] =
+    "usage: hotspan [-c FILE]            run a config (default: the embedded one)\n"
+    "       hotspan validate -c FILE     check a config without starting; errors as\n"
+    "                                    FILE:LINE:COL: key.path: message\n"
+    "       hotspan config-reference     print every component's config keys (Markdown)\n"
+    "       hotspan --help | --version\n"
+    "\n"
+    "options:\n"
+    "  -c, --config FILE   the YAML config (OpenTelemetry-Collector-shaped)\n"
+    "  -h, --help          this text\n"
+    "  -v, --version       the version\n"
+    "\n"
+    "exit status: 0 clean exit (after SIGTERM/SIGINT, everything accepted was sent),\n"
+    "             1 runtime failure (e.g. a port in use), 2 usage or config error\n";
+
+struct run {
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint;
+    struct hs_service *svc;
+    bool stopping;
+    bool started;
+};
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    struct hs_buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        if (hs_buf_append(&b, chunk, n) != 0)
+            break;
+    bool bad = ferror(f) || hs_buf_putc(&b, '\0') != 0;
+    fclose(f);
+    if (bad) {
+        hs_buf_free(&b);
+        return NULL;
+    }
+    *len = b.len - 1;
+    return (char *)b.data;
+}
+
+static int load(const char *path, struct hs_service **svc)
+{
+    struct hs_error err = {0};
+    size_t len = 0;
+    char *text = NULL;
+    const char *name = "<embedded default>";
+    if (path) {
+        text = read_file(path, &len);
+        if (!text) {
+            fprintf(stderr, "%s: cannot read: %s\n", path, strerror(errno));
+            return EXIT_USAGE;
+        }
+        name = path;
+    }
+    int rc = hs_service_load(name, text ? text : hs_default_config,
+                             text ? len : hs_default_config_len, svc, &err);
+    for (size_t i = 0; i < err.count; i++)
+        fprintf(stderr, "%s\n", err.lines[i]);
+    hs_error_free(&err);
+    free(text);
+    return rc ? EXIT_USAGE : 0;
+}
+
+static void walk_closed(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void drained(void *ud)
+{
+    struct run *r = ud;
+    uv_close((uv_handle_t *)&r->sigterm, NULL);
+    uv_close((uv_handle_t *)&r->sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct run *r = h->data;
+    if (r->stopping) {
+        hs_log_error(NULL, "second %s: exiting now; data still held is lost",
+                     signum == SIGINT ? "SIGINT" : "SIGTERM");
+        exit(EXIT_RUNTIME);
+    }
+    r->stopping = true;
+    hs_log_info(NULL, "%s received: draining (send it again to exit at once)",
+                signum == SIGINT ? "SIGINT" : "SIGTERM");
+    hs_service_shutdown(r->svc, drained, r);
+}
+
+static int run(const char *path)
+{
+    struct run r = {0};
+    int rc = load(path, &r.svc);
+    if (rc)
+        return rc;
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&r.loop);
+    uv_signal_init(&r.loop, &r.sigterm);
+    uv_signal_init(&r.loop, &r.sigint);
+    r.sigterm.data = r.sigint.data = &r;
+    uv_signal_start(&r.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&r.sigint, on_signal, SIGINT);
+
+    struct hs_error err = {0};
+    int srv = hs_service_start(r.svc, &r.loop, &err);
+    for (size_t i = 0; i < err.count; i++)
+        hs_log_error(NULL, "%s", err.lines[i]);
+    hs_error_free(&err);
+    if (srv) {
+        r.stopping = true;
+        hs_service_shutdown(r.svc, drained, &r);
+    }
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    hs_service_free(r.svc);
+    if (uv_loop_close(&r.loop) != 0) {
+        hs_log_error(NULL, "handles left open at exit (a bug): closing them");
+        uv_walk(&r.loop, walk_closed, NULL);
+        uv_run(&r.loop, UV_RUN_DEFAULT);
+        uv_loop_close(&r.loop);
+    }
+    return srv ? EXIT_RUNTIME : 0;
+}
+
+static int validate(const char *path)
+{
+    if (!path) {
+        fprintf(stderr, "hotspan validate: -c FILE is required\n%s", usage);
+        return EXIT_USAGE;
+    }
+    struct hs_service *svc = NULL;
+    int rc = load(path, &svc);
+    if (rc == 0) {
+        printf("%s: ok\n", path);
+        hs_service_free(svc);
+    }
+    return rc;
+}
+
+static int config_reference(void)
+{
+    size_t count;
+    const struct hs_component_type *const *all = hs_registry_all(&count);
+    struct hs_buf b = {0};
+    for (size_t i = 0; i < count; i++) {
+        hs_buf_printf(&b, "\n### %s `%s`\n\n%s\n\n| key | type | default | bounds | doc |\n"
+                          "|---|---|---|---|---|\n",
+                      hs_kind_name(all[i]->kind), all[i]->name, all[i]->doc ? all[i]->doc : "");
+        hs_config_reference(all[i]->fields, "", &b);
+    }
+    fwrite(b.data, 1, b.len, stdout);
+    hs_buf_free(&b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'v'},
+                                         {0}};
+    const char *config = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "+c:hv", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            config = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case 'v':
+            printf("hotspan %s\n", HS_VERSION);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    const char *cmd = optind < argc ? argv[optind++] : NULL;
+    if (cmd && (strcmp(cmd, "validate") == 0 || strcmp(cmd, "config-reference") == 0)) {
+        while ((c = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
+            if (c != 'c') {
+                fputs(usage, stderr);
+                return EXIT_USAGE;
+            }
+            config = optarg;
+        }
+        if (optind < argc) {
+            fprintf(stderr, "hotspan: unexpected argument \"%s\"\n%s", argv[optind], usage);
+            return EXIT_USAGE;
+        }
+        return strcmp(cmd, "validate") == 0 ? validate(config) : config_reference();
+    }
+    if (cmd) {
+        fprintf(stderr, "hotspan: unknown command \"%s\"\n%s", cmd, usage);
+        return EXIT_USAGE;
+    }
+    return run(config);
+}

@@ -1,0 +1,160 @@
+/* metrics.c: a small registry of counters and gauges, kept in families so /metrics prints HELP and
+ * TYPE once per name (Prometheus text format 0.0.4). Single-threaded: owned by the main loop. */
+#include "metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "common.h"
+#include "errors.h"
+#include "log.h"
+#include <stdio.h>
+
+enum series_kind { SERIES_COUNTER, SERIES_GAUGE };
+
+struct series {
+    struct series *next;
+    char *labels;
+    struct hs_counter counter;
+    hs_gauge_fn fn;
+    void *ud;
+};
+
+struct family {
+    struct family *next;
+    char *name;
+    char *help;
+    enum series_kind kind;
+    struct series *series, **tail;
+};
+
+struct hs_metrics {
+    struct family *families, **tail;
+    struct hs_ratelimit drop_log;
+};
+
+struct hs_metrics *hs_metrics_new(void)
+{
+    struct hs_metrics *m = hs_xcalloc(1, sizeof(*m));
+    m->tail = &m->families;
+    m->drop_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 10);
+    return m;
+}
+
+void hs_metrics_free(struct hs_metrics *m)
+{
+    if (!m)
+        return;
+    for (struct family *f = m->families, *fn; f; f = fn) {
+        fn = f->next;
+        for (struct series *s = f->series, *sn; s; s = sn) {
+            sn = s->next;
+            free(s->labels);
+            free(s);
+        }
+        free(f->name);
+        free(f->help);
+        free(f);
+    }
+    free(m);
+}
+
+static struct family *family_get(struct hs_metrics *m, const char *name, const char *help,
+                                 enum series_kind kind)
+{
+    for (struct family *f = m->families; f; f = f->next)
+        if (strcmp(f->name, name) == 0)
+            return f;
+    struct family *f = hs_xcalloc(1, sizeof(*f));
+    f->name = hs_xstrdup(name);
+    f->help = hs_xstrdup(help ? help : "");
+    f->kind = kind;
+    f->tail = &f->series;
+    *m->tail = f;
+    m->tail = &f->next;
+    return f;
+}
+
+static struct series *series_add(struct family *f, const char *labels)
+{
+    struct series *s = hs_xcalloc(1, sizeof(*s));
+    s->labels = hs_xstrdup(labels ? labels : "");
+    *f->tail = s;
+    f->tail = &s->next;
+    return s;
+}
+
+struct hs_counter *hs_metrics_counter(struct hs_metrics *m, const char *name, const char *help,
+                                      const char *labels)
+{
+    struct family *f = family_get(m, name, help, SERIES_COUNTER);
+    const char *l = labels ? labels : "";
+    for (struct series *s = f->series; s; s = s->next)
+        if (strcmp(s->labels, l) == 0)
+            return &s->counter;
+    return &series_add(f, l)->counter;
+}
+
+void hs_metrics_gauge(struct hs_metrics *m, const char *name, const char *help,
+                      const char *labels, hs_gauge_fn fn, void *ud)
+{
+    struct series *s = series_add(family_get(m, name, help, SERIES_GAUGE), labels);
+    s->fn = fn;
+    s->ud = ud;
+}
+
+void hs_metrics_gauge_remove(struct hs_metrics *m, void *ud)
+{
+    for (struct family *f = m->families; f; f = f->next) {
+        struct series **pp = &f->series;
+        while (*pp) {
+            struct series *s = *pp;
+            if (s->fn && s->ud == ud) {
+                *pp = s->next;
+                free(s->labels);
+                free(s);
+            } else {
+                pp = &s->next;
+            }
+        }
+        f->tail = &f->series;
+        while (*f->tail)
+            f->tail = &(*f->tail)->next;
+    }
+}
+
+int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out)
+{
+    int rc = 0;
+    for (struct family *f = m->families; f && rc == 0; f = f->next) {
+        if (!f->series)
+            continue;
+        rc |= hs_buf_printf(out, "# HELP hotspan_%s %s\n# TYPE hotspan_%s %s\n", f->name,
+                            f->help, f->name, f->kind == SERIES_COUNTER ? "counter" : "gauge");
+        for (struct series *s = f->series; s; s = s->next) {
+            const char *open = s->labels[0] ? "{" : "", *close = s->labels[0] ? "}" : "";
+            if (f->kind == SERIES_COUNTER)
+                rc |= hs_buf_printf(out, "hotspan_%s%s%s%s %llu\n", f->name, open, s->labels,
+                                    close, (unsigned long long)s->counter.value);
+            else
+                rc |= hs_buf_printf(out, "hotspan_%s%s%s%s %.17g\n", f->name, open, s->labels,
+                                    close, s->fn(s->ud));
+        }
+    }
+    return rc ? HS_ENOMEM : 0;
+}
+
+void hs_metrics_drop(struct hs_metrics *m, const char *component, const char *reason,
+                     uint64_t items)
+{
+    char labels[256];
+    snprintf(labels, sizeof(labels), "component=\"%s\",reason=\"%s\"", component, reason);
+    hs_counter_add(hs_metrics_counter(m, "dropped_total",
+                                      "Items (spans) dropped, by component and reason", labels),
+                   items);
+    uint32_t suppressed = 0;
+    if (hs_ratelimit_allow(&m->drop_log, hs_now_ms(), &suppressed))
+        hs_log_warn(component, "dropped %llu items: %s (%u similar messages suppressed)",
+                    (unsigned long long)items, reason, suppressed);
+}

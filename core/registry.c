@@ -1,0 +1,43 @@
+/* registry.c: every component type, in one place (style.md §3). */
+#include "component.h"
+
+#include <string.h>
+
+extern const struct hs_component_type hs_receiver_otlp;
+extern const struct hs_component_type hs_processor_batch;
+extern const struct hs_component_type hs_exporter_otlp;
+extern const struct hs_component_type hs_exporter_otlphttp;
+extern const struct hs_component_type hs_exporter_file;
+extern const struct hs_component_type hs_exporter_debug;
+
+static const struct hs_component_type *const component_types[] = {
+    &hs_receiver_otlp, &hs_processor_batch, &hs_exporter_otlp,
+    &hs_exporter_otlphttp, &hs_exporter_file, &hs_exporter_debug,
+};
+
+const struct hs_component_type *hs_registry_find(enum hs_kind kind, const char *type_name)
+{
+    for (size_t i = 0; i < sizeof(component_types) / sizeof(component_types[0]); i++)
+        if (component_types[i]->kind == kind && strcmp(component_types[i]->name, type_name) == 0)
+            return component_types[i];
+    return NULL;
+}
+
+const struct hs_component_type *const *hs_registry_all(size_t *count)
+{
+    *count = sizeof(component_types) / sizeof(component_types[0]);
+    return component_types;
+}
+
+const char *hs_kind_name(enum hs_kind kind)
+{
+    switch (kind) {
+    case HS_KIND_RECEIVER:
+        return "receivers";
+    case HS_KIND_PROCESSOR:
+        return "processors";
+    case HS_KIND_EXPORTER:
+        return "exporters";
+    }
+    return "?";
+}

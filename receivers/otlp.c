@@ -1,0 +1,371 @@
+/* otlp.c: the OTLP receiver over HTTP (POST /v1/traces, protobuf or JSON, gzip). A protobuf
+ * request is validated by the wire scanner and carried as its own bytes; JSON is converted once
+ * to the same form. Answers exactly as the OTLP/HTTP spec says (wire.md §2). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/component.h"
+#include "core/compress.h"
+#include "core/config.h"
+#include "core/http_server.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "google/rpc/status.pb-c.h"
+#include "pdata/otlp_json.h"
+#include "pdata/otlp_wire.h"
+#include "pdata/traces.h"
+
+struct otlp_http_config {
+    struct hs_http_server_config server; /* first: the common rows write into it */
+    char *traces_url_path;
+};
+
+struct otlp_config {
+    struct {
+        bool http_enabled;
+        struct otlp_http_config http;
+    } protocols;
+    uint32_t max_spans;
+    uint32_t max_attributes;
+    uint32_t max_value_depth;
+};
+
+static const struct hs_config_field http_fields[] = {
+    {"endpoint", HS_CFG_ENDPOINT, offsetof(struct otlp_http_config, server.endpoint),
+     "0.0.0.0:4318", .doc = "host:port to listen on for OTLP/HTTP"},
+    {"traces_url_path", HS_CFG_STRING, offsetof(struct otlp_http_config, traces_url_path),
+     "/v1/traces", .doc = "URL path that accepts traces"},
+    {"max_request_body_size", HS_CFG_SIZE,
+     offsetof(struct otlp_http_config, server.max_request_body_size), "20MiB", .min = 1,
+     .max = 1 << 30, .doc = "largest body, as sent and again after decompression (413 above)"},
+    {"read_timeout", HS_CFG_DURATION, offsetof(struct otlp_http_config, server.read_timeout_ms),
+     "30s", .min = 1, .max = 3600000, .doc = "a request must arrive whole within this (408)"},
+    {"idle_timeout", HS_CFG_DURATION, offsetof(struct otlp_http_config, server.idle_timeout_ms),
+     "60s", .min = 1, .max = 3600000, .doc = "keep-alive connections idle this long are closed"},
+    {"max_connections", HS_CFG_UINT, offsetof(struct otlp_http_config, server.max_connections),
+     "1024", .min = 1, .max = 65536, .doc = "concurrent connections; more are closed at once"},
+    {"max_header_size", HS_CFG_SIZE, offsetof(struct otlp_http_config, server.max_header_size),
+     "64KiB", .min = 1024, .max = 1 << 20, .doc = "request line and headers (431 above)"},
+    {0},
+};
+
+static const struct hs_config_field protocols_fields[] = {
+    {"http", HS_CFG_SECTION, offsetof(struct otlp_config, protocols.http) -
+                                 offsetof(struct otlp_config, protocols),
+     .sub = http_fields, .has_presence = true,
+     .presence_offset = offsetof(struct otlp_config, protocols.http_enabled) -
+                        offsetof(struct otlp_config, protocols),
+     .doc = "OTLP/HTTP (protobuf and JSON)"},
+    {0},
+};
+
+static const struct hs_config_field otlp_fields[] = {
+    {"protocols", HS_CFG_SECTION, offsetof(struct otlp_config, protocols), .sub = protocols_fields,
+     .required = true, .doc = "the transports to serve"},
+    {"max_spans_per_request", HS_CFG_UINT, offsetof(struct otlp_config, max_spans), "100000",
+     .min = 1, .max = 10000000, .doc = "more spans in one request is a 400"},
+    {"max_attributes", HS_CFG_UINT, offsetof(struct otlp_config, max_attributes), "1024",
+     .min = 1, .max = 1000000, .doc = "attributes of one resource, scope, span, event or link"},
+    {"max_value_depth", HS_CFG_UINT, offsetof(struct otlp_config, max_value_depth), "32",
+     .min = 1, .max = 128, .doc = "nesting of array and kvlist attribute values"},
+    {0},
+};
+
+struct otlp {
+    struct hs_component base;
+    struct otlp_config conf;
+    struct hs_otlp_limits limits;
+    struct hs_http_server *http;
+    bool started, closing;
+    hs_done_cb done;
+    struct hs_ratelimit bad_log;
+    struct hs_counter *accepted, *refused;
+    struct hs_metrics *metrics;
+    char labels[200];
+};
+
+enum body_type { BODY_PROTO, BODY_JSON };
+
+/* gRPC codes used in google.rpc.Status (wire.md §3). */
+enum { CODE_INVALID_ARGUMENT = 3, CODE_RESOURCE_EXHAUSTED = 8, CODE_UNAVAILABLE = 14 };
+
+static int otlp_create(const struct hs_config_node *cfg, const char *path,
+                       struct hs_component **out, struct hs_error *err)
+{
+    struct otlp *r = hs_xcalloc(1, sizeof(*r));
+    int rc = hs_config_decode(otlp_fields, cfg, &r->conf, path, err);
+    if (rc == 0 && !r->conf.protocols.http_enabled) {
+        hs_config_errorf(err, cfg, path, "protocols: no protocol enabled (add http: {})");
+        rc = HS_EINVAL;
+    }
+    if (rc) {
+        hs_config_free_fields(otlp_fields, &r->conf);
+        free(r);
+        return rc;
+    }
+    r->limits = (struct hs_otlp_limits){.max_spans = r->conf.max_spans,
+                                        .max_attributes = r->conf.max_attributes,
+                                        .max_value_depth = r->conf.max_value_depth};
+    r->bad_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
+    *out = &r->base;
+    return 0;
+}
+
+/* The media type without parameters, case-insensitively. */
+static bool media_type_is(const struct hs_str *v, const char *want)
+{
+    size_t n = 0;
+    while (n < v->len && v->ptr[n] != ';')
+        n++;
+    while (n > 0 && (v->ptr[n - 1] == ' ' || v->ptr[n - 1] == '\t'))
+        n--;
+    size_t s = 0;
+    while (s < n && (v->ptr[s] == ' ' || v->ptr[s] == '\t'))
+        s++;
+    return hs_str_ieq((struct hs_str){v->ptr + s, n - s}, want);
+}
+
+static size_t json_escape(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    for (; *s && o + 7 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20) {
+            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
+/* A google.rpc.Status body in the request's encoding (OTLP/HTTP failures, wire.md §2). */
+static void respond_status(struct hs_http_request *req, enum body_type type, int http, int code,
+                           const char *msg, const struct hs_http_header *extra, size_t nextra)
+{
+    if (type == BODY_JSON) {
+        char esc[1024], body[1200];
+        json_escape(esc, sizeof(esc), msg);
+        int n = snprintf(body, sizeof(body), "{\"code\":%d,\"message\":\"%s\"}", code, esc);
+        hs_http_respond(req, http, "application/json", extra, nextra, body, (size_t)n);
+        return;
+    }
+    Google__Rpc__Status st = GOOGLE__RPC__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    uint8_t body[1200];
+    size_t n = google__rpc__status__get_packed_size(&st);
+    if (n > sizeof(body)) {
+        st.message = "error message too long";
+        n = google__rpc__status__get_packed_size(&st);
+    }
+    google__rpc__status__pack(&st, body);
+    hs_http_respond(req, http, "application/x-protobuf", extra, nextra, body, n);
+}
+
+static void reject(struct otlp *r, struct hs_http_request *req, enum body_type type, int http,
+                   const char *reason, const char *msg)
+{
+    char labels[300];
+    snprintf(labels, sizeof(labels), "%s,reason=\"%s\"", r->labels, reason);
+    hs_counter_add(hs_metrics_counter(r->metrics, "receiver_failed_requests_total",
+                                      "Requests answered with an error, by reason", labels),
+                   1);
+    uint32_t suppressed = 0;
+    if (hs_ratelimit_allow(&r->bad_log, hs_now_ms(), &suppressed))
+        hs_log_info(r->base.id, "%d for %s: %s (%u similar suppressed)", http, req->peer, msg,
+                    suppressed);
+    respond_status(req, type, http, http == 413 ? CODE_RESOURCE_EXHAUSTED : CODE_INVALID_ARGUMENT,
+                   msg, NULL, 0);
+}
+
+static void answer_ok(struct hs_http_request *req, enum body_type type)
+{
+    /* full success: an ExportTraceServiceResponse with partial_success unset */
+    if (type == BODY_JSON)
+        hs_http_respond(req, 200, "application/json", NULL, 0, "{}", 2);
+    else
+        hs_http_respond(req, 200, "application/x-protobuf", NULL, 0, "", 0);
+}
+
+/* The decompressed body, in a buffer the batch can own. */
+static int take_body(struct otlp *r, struct hs_http_request *req, enum body_type type,
+                     struct hs_buf *out)
+{
+    const struct hs_str *enc = hs_http_request_header(req, "content-encoding");
+    uint64_t limit = r->conf.protocols.http.server.max_request_body_size;
+    if (enc && enc->len && !hs_str_ieq(*enc, "identity")) {
+        if (!hs_str_ieq(*enc, "gzip") && !hs_str_ieq(*enc, "x-gzip")) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "unsupported Content-Encoding \"%.*s\" (supported: gzip)",
+                     (int)HS_MIN(enc->len, 40), enc->ptr);
+            respond_status(req, type, 415, CODE_INVALID_ARGUMENT, msg, NULL, 0);
+            return HS_EINVAL;
+        }
+        const char *why = NULL;
+        int rc = hs_gunzip(req->body, req->body_len, limit, out, &why);
+        if (rc == HS_E2BIG) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "decompressed body exceeds max_request_body_size (%llu bytes)",
+                     (unsigned long long)limit);
+            reject(r, req, type, 413, "too_large", msg);
+        } else if (rc) {
+            reject(r, req, type, 400, "bad_gzip", why ? why : hs_strerror(rc));
+        }
+        return rc;
+    }
+    if (hs_buf_append(out, req->body, req->body_len) != 0) {
+        respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", NULL, 0);
+        return HS_ENOMEM;
+    }
+    return 0;
+}
+
+static void otlp_handle(void *ud, struct hs_http_request *req)
+{
+    struct otlp *r = ud;
+    static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("POST")};
+    const char *tpath = r->conf.protocols.http.traces_url_path;
+
+    if (!hs_str_eq(req->path, tpath)) {
+        hs_http_respond_text(req, 404, "404 page not found\n");
+        return;
+    }
+    if (strcmp(req->method, "POST") != 0) {
+        hs_http_respond(req, 405, "text/plain; charset=utf-8", &allow, 1,
+                        "405 method not allowed, supported: [POST]\n", 41);
+        return;
+    }
+    const struct hs_str *ct = hs_http_request_header(req, "content-type");
+    enum body_type type;
+    if (ct && media_type_is(ct, "application/x-protobuf"))
+        type = BODY_PROTO;
+    else if (ct && media_type_is(ct, "application/json"))
+        type = BODY_JSON;
+    else {
+        hs_http_respond_text(req, 415, "415 unsupported media type, supported: "
+                                       "[application/json, application/x-protobuf]\n");
+        return;
+    }
+
+    struct hs_buf body = {0};
+    if (take_body(r, req, type, &body) != 0) {
+        hs_buf_free(&body);
+        return;
+    }
+    if (type == BODY_JSON) {
+        struct hs_buf wire = {0};
+        char msg[256] = "";
+        int rc = hs_otlp_json_to_wire((const char *)body.data, body.len, &wire, msg, sizeof(msg));
+        hs_buf_free(&body);
+        if (rc) {
+            hs_buf_free(&wire);
+            reject(r, req, type, 400, "bad_json", msg[0] ? msg : hs_strerror(rc));
+            return;
+        }
+        body = wire;
+    }
+
+    struct hs_otlp_scan scan = {0};
+    int rc = hs_otlp_traces_scan(body.data, body.len, &r->limits, NULL, NULL, &scan);
+    if (rc) {
+        hs_buf_free(&body);
+        reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "malformed",
+               scan.err[0] ? scan.err : hs_strerror(rc));
+        return;
+    }
+    if (scan.spans == 0) { /* an empty request is a full success */
+        hs_buf_free(&body);
+        answer_ok(req, type);
+        return;
+    }
+    struct hs_traces *t =
+        hs_traces_wrap(body.data, body.len, body.cap, scan.spans, scan.resource_spans);
+    if (!t) {
+        hs_buf_free(&body);
+        respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", NULL, 0);
+        return;
+    }
+    rc = hs_consumer_traces(r->base.next, t);
+    if (rc == 0) {
+        hs_counter_add(r->accepted, scan.spans);
+        answer_ok(req, type);
+    } else if (rc == HS_EAGAIN) {
+        static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
+        hs_counter_add(r->refused, scan.spans);
+        respond_status(req, type, 503, CODE_UNAVAILABLE,
+                       "pipeline is full (exporters busy or backend down): retry later", &retry,
+                       1);
+    } else {
+        hs_counter_add(r->refused, scan.spans);
+        respond_status(req, type, 400, CODE_INVALID_ARGUMENT, hs_strerror(rc), NULL, 0);
+    }
+}
+
+static int otlp_start(struct hs_component *c, const struct hs_host *host)
+{
+    struct otlp *r = hs_container_of(c, struct otlp, base);
+    r->metrics = host->metrics;
+    snprintf(r->labels, sizeof(r->labels), "receiver=\"%s\",transport=\"http\"", c->id);
+    r->accepted = hs_metrics_counter(host->metrics, "receiver_accepted_spans_total",
+                                     "Spans accepted into the pipeline", r->labels);
+    r->refused = hs_metrics_counter(host->metrics, "receiver_refused_spans_total",
+                                    "Spans refused because the pipeline was full", r->labels);
+    struct hs_error err = {0};
+    const struct hs_http_server_opts opts = {
+        .config = &r->conf.protocols.http.server, .name = c->id, .handler = otlp_handle, .ud = r};
+    int rc = hs_http_server_start(host->loop, &opts, &r->http, &err);
+    for (size_t i = 0; i < err.count; i++)
+        hs_log_error(c->id, "%s", err.lines[i]);
+    hs_error_free(&err);
+    if (rc == 0)
+        r->started = true;
+    return rc;
+}
+
+static void otlp_http_closed(void *ud)
+{
+    struct otlp *r = ud;
+    r->http = NULL;
+    r->done(&r->base);
+}
+
+static void otlp_shutdown(struct hs_component *c, hs_done_cb done)
+{
+    struct otlp *r = hs_container_of(c, struct otlp, base);
+    if (r->closing)
+        return;
+    r->closing = true;
+    if (!r->started || !r->http) {
+        done(c);
+        return;
+    }
+    r->done = done;
+    hs_http_server_close(r->http, otlp_http_closed, r);
+}
+
+static void otlp_destroy(struct hs_component *c)
+{
+    struct otlp *r = hs_container_of(c, struct otlp, base);
+    hs_config_free_fields(otlp_fields, &r->conf);
+    free(r);
+}
+
+const struct hs_component_type hs_receiver_otlp = {
+    .name = "otlp",
+    .kind = HS_KIND_RECEIVER,
+    .signals = HS_SIGNAL_TRACES,
+    .doc = "OTLP traces over HTTP (protobuf and JSON, gzip).",
+    .fields = otlp_fields,
+    .create = otlp_create,
+    .start = otlp_start,
+    .shutdown = otlp_shutdown,
+    .destroy = otlp_destroy,
+};
