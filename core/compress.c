@@ -19,17 +19,19 @@ int hs_gunzip(const uint8_t *in, size_t len, size_t max_out, struct hs_buf *out,
         *msg = "body is not gzip (bad magic bytes)";
         return HS_EINVAL;
     }
-    if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
+    if (len > UINT32_MAX) { /* bodies are capped far below this */
+        *msg = "gzip body too large";
+        return HS_E2BIG;
+    }
+    if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) /* 16: gzip wrapper only */
         return HS_ENOMEM;
     zs.next_in = (Bytef *)in;
-    zs.avail_in = (uInt)HS_MIN(len, (size_t)UINT32_MAX);
-    size_t left_in = len - zs.avail_in;
+    zs.avail_in = (uInt)len;
     for (;;) {
-        if (out->cap - out->len < 16384) {
-            size_t want = out->len < 65536 ? 65536 : out->len;
-            if ((rc = hs_buf_reserve(out, HS_MIN(want, max_out + 1 - out->len + 16384))))
-                break;
-        }
+        /* grow geometrically, but never past one byte over the limit */
+        if (out->cap - out->len < 4096 &&
+            (rc = hs_buf_reserve(out, HS_MIN(HS_MAX(out->len, 65536), max_out + 1 - out->len))))
+            break;
         size_t room = HS_MIN(out->cap - out->len, max_out + 1 - out->len);
         zs.next_out = out->data + out->len;
         zs.avail_out = (uInt)HS_MIN(room, (size_t)UINT32_MAX);
@@ -42,41 +44,28 @@ int hs_gunzip(const uint8_t *in, size_t len, size_t max_out, struct hs_buf *out,
             break;
         }
         if (z == Z_STREAM_END) {
-            /* skip zero padding; a further member starts with the magic again */
+            /* a gzip file may hold several members, possibly with zero padding between */
             while (zs.avail_in > 0 && *zs.next_in == 0) {
                 zs.next_in++;
                 zs.avail_in--;
             }
-            if (zs.avail_in == 0 && left_in == 0)
+            if (zs.avail_in == 0)
                 break;
-            if (inflateReset(&zs) != Z_OK) {
-                rc = HS_EINVAL;
-                why = "corrupt gzip data";
-                break;
-            }
-            continue;
+            if (inflateReset(&zs) == Z_OK)
+                continue;
+            z = Z_DATA_ERROR;
         }
         if (z == Z_OK || (z == Z_BUF_ERROR && zs.avail_out == 0)) {
-            if (zs.avail_in == 0 && left_in > 0) {
-                size_t n = HS_MIN(left_in, (size_t)UINT32_MAX);
-                zs.avail_in = (uInt)n;
-                left_in -= n;
-            }
-            if (zs.avail_in == 0 && zs.avail_out > 0) {
-                why = "truncated gzip data (stream ends early)";
-                rc = HS_EINVAL;
-                break;
-            }
-            continue;
+            if (zs.avail_in > 0 || zs.avail_out == 0)
+                continue; /* more to do, or only the output was full */
+            z = Z_BUF_ERROR;
         }
-        if (z == Z_BUF_ERROR) {
-            why = "truncated gzip data (stream ends early)";
-        } else if (z == Z_MEM_ERROR) {
+        if (z == Z_MEM_ERROR) {
             rc = HS_ENOMEM;
             break;
-        } else {
-            why = zs.msg ? zs.msg : "corrupt gzip data";
         }
+        why = z == Z_BUF_ERROR ? "truncated gzip data (stream ends early)"
+                               : zs.msg ? zs.msg : "corrupt gzip data";
         rc = HS_EINVAL;
         break;
     }

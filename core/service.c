@@ -245,9 +245,11 @@ static bool signal_of(const char *name, enum hs_signal *sig)
     return false;
 }
 
+/* `create_procs` is false when the declared processors already failed their check, so their
+ * errors are not reported once per pipeline again. */
 static void build_pipeline(struct hs_service *s, struct pipeline *p,
                            const struct hs_config_node *pl, const struct hs_config_node *procs_sec,
-                           struct hs_error *err)
+                           bool create_procs, struct hs_error *err)
 {
     char path[256];
     struct pipeline_config *pc = &p->conf;
@@ -270,6 +272,8 @@ static void build_pipeline(struct hs_service *s, struct pipeline *p,
             hs_config_errorf(err, at, path, "processor \"%s\" does not handle %s", id, p->name);
             continue;
         }
+        if (!create_procs)
+            continue;
         struct instance *in = &p->procs[p->nprocs++];
         in->id = hs_xstrdup(id);
         in->kind = HS_KIND_PROCESSOR;
@@ -343,7 +347,8 @@ static void link_pipeline(struct hs_service *s, struct pipeline *p)
 }
 
 static void load_pipelines(struct hs_service *s, const struct hs_config_node *svc,
-                           const struct hs_config_node *procs_sec, struct hs_error *err)
+                           const struct hs_config_node *procs_sec, bool create_procs,
+                           struct hs_error *err)
 {
     const struct hs_config_node *pls = hs_config_get(svc, "pipelines");
     if (!pls || pls->kind != HS_NODE_MAP || !pls->child) {
@@ -366,7 +371,7 @@ static void load_pipelines(struct hs_service *s, const struct hs_config_node *sv
             continue;
         }
         if (hs_config_decode(pipeline_fields, c, &p->conf, path, err) == 0)
-            build_pipeline(s, p, c, procs_sec, err);
+            build_pipeline(s, p, c, procs_sec, create_procs, err);
     }
 }
 
@@ -418,12 +423,14 @@ int hs_service_load(const char *file, const char *text, size_t len, struct hs_se
     hs_config_decode(telemetry_fields, tel, &s->tel, "service.telemetry", err);
     load_section(s, root, HS_KIND_RECEIVER, &s->receivers, &s->nreceivers, err);
     load_section(s, root, HS_KIND_EXPORTER, &s->exporters, &s->nexporters, err);
+    size_t before_procs = err->count;
     check_declared_processors(procs, err);
+    bool procs_ok = err->count == before_procs;
     if (!svc)
         hs_error_addf(err, "%s:1:1: service: missing required key \"service\" (with pipelines)",
                       file);
     else
-        load_pipelines(s, svc, procs, err);
+        load_pipelines(s, svc, procs, procs_ok, err);
     if (err->count > before)
         goto fail;
     for (size_t i = 0; i < s->npipelines; i++)

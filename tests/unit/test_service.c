@@ -1,0 +1,194 @@
+/* test_service.c: the pipeline graph's config checks, and the lifecycle of every registered
+ * component type: create with defaults, start, shut down twice, done exactly once, and no
+ * handle left in the loop (style.md §7). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/component.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "core/service.h"
+
+static int load(const char *yaml, struct hs_error *err, struct hs_service **out)
+{
+    struct hs_service *s = NULL;
+    int rc = hs_service_load("t.yaml", yaml, strlen(yaml), &s, err);
+    if (out)
+        *out = s;
+    else if (s)
+        hs_service_free(s);
+    return rc;
+}
+
+static bool has_line(const struct hs_error *err, const char *want)
+{
+    for (size_t i = 0; i < err->count; i++)
+        if (strcmp(err->lines[i], want) == 0)
+            return true;
+    for (size_t i = 0; i < err->count; i++)
+        fprintf(stderr, "  got: %s\n", err->lines[i]);
+    fprintf(stderr, "  wanted: %s\n", want);
+    return false;
+}
+
+static void test_valid_graph(void **state)
+{
+    struct hs_error err = {0};
+    const char *yaml = "receivers:\n"
+                       "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n"
+                       "processors:\n"
+                       "  batch: {}\n"
+                       "exporters:\n"
+                       "  debug:\n"
+                       "  otlphttp/a: {endpoint: 'http://127.0.0.1:9'}\n"
+                       "service:\n"
+                       "  pipelines:\n"
+                       "    traces: {receivers: [otlp], processors: [batch], exporters: [debug]}\n"
+                       "    traces/2: {receivers: [otlp], exporters: [otlphttp/a, debug]}\n";
+    assert_int_equal(load(yaml, &err, NULL), 0);
+    assert_int_equal(err.count, 0);
+    hs_error_free(&err);
+}
+
+static void test_every_error_at_once(void **state)
+{
+    struct hs_error err = {0};
+    const char *yaml = "receivers:\n"                                        /* 1 */
+                       "  otlp: {protocols: {http: {}}}\n"                   /* 2 */
+                       "  zipkin: {}\n"                                      /* 3 */
+                       "processors:\n"                                       /* 4 */
+                       "  batch: {timeout: 30x}\n"                           /* 5 */
+                       "exporters:\n"                                        /* 6 */
+                       "  debug: {}\n"                                       /* 7 */
+                       "extensions: {}\n"                                    /* 8 */
+                       "service:\n"                                          /* 9 */
+                       "  pipelines:\n"                                      /* 10 */
+                       "    traces:\n"                                       /* 11 */
+                       "      receivers: [otlp]\n"                           /* 12 */
+                       "      processors: [batch, nope]\n"                   /* 13 */
+                       "      exporters: [debug, otlp/tempo]\n"              /* 14 */
+                       "    metrics: {receivers: [otlp], exporters: [debug]}\n"; /* 15 */
+    assert_int_equal(load(yaml, &err, NULL), HS_EINVAL);
+    assert_true(has_line(&err, "t.yaml:3:3: receivers.zipkin: unknown receiver type (known: "
+                               "otlp)"));
+    assert_true(has_line(&err, "t.yaml:5:21: processors.batch.timeout: \"30x\" is not a "
+                               "duration (try 30s)"));
+    assert_true(has_line(&err, "t.yaml:8:1: extensions: unknown key (known: receivers, "
+                               "processors, exporters, service)"));
+    assert_true(has_line(&err, "t.yaml:13:32: service.pipelines.traces.processors: processor "
+                               "\"nope\" is not defined under processors"));
+    assert_true(has_line(&err, "t.yaml:14:31: service.pipelines.traces.exporters: exporter "
+                               "\"otlp/tempo\" is not defined under exporters"));
+    assert_true(has_line(&err, "t.yaml:15:5: service.pipelines.metrics: unknown pipeline "
+                               "signal (known: traces, traces/NAME)"));
+    hs_error_free(&err);
+}
+
+static void test_receiver_needs_a_protocol(void **state)
+{
+    struct hs_error err = {0};
+    const char *yaml = "receivers:\n"
+                       "  otlp: {protocols: {}}\n"
+                       "exporters:\n"
+                       "  debug:\n"
+                       "service:\n"
+                       "  pipelines:\n"
+                       "    traces: {receivers: [otlp], exporters: [debug]}\n";
+    assert_int_equal(load(yaml, &err, NULL), HS_EINVAL);
+    assert_int_equal(err.count, 1);
+    assert_non_null(strstr(err.lines[0], "no protocol enabled"));
+    hs_error_free(&err);
+}
+
+/* A minimal config for every registered type; a type missing here fails the test, so each new
+ * component gets its lifecycle checked. */
+static const struct {
+    const char *type;
+    const char *yaml;
+} minimal[] = {
+    {"otlp", "protocols: {http: {endpoint: '127.0.0.1:0'}}"},
+    {"batch", "{}"},
+    {"otlphttp", "{endpoint: 'http://127.0.0.1:9'}"},
+    {"debug", "{}"},
+    {"file", "{path: '/tmp/hotspan-test-service-lifecycle.jsonl'}"},
+};
+
+static int done_calls;
+
+static void count_done(struct hs_component *c)
+{
+    done_calls++;
+}
+
+static void lifecycle(const struct hs_component_type *t, const char *yaml, bool start)
+{
+    struct hs_config_doc doc = {0};
+    struct hs_error err = {0};
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &doc, &err), 0);
+    struct hs_component *c = NULL;
+    assert_int_equal(t->create(doc.root, "x", &c, &err), 0);
+    assert_int_equal(err.count, 0);
+    c->type = t;
+    c->id = strdup(t->name);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct hs_metrics *m = hs_metrics_new();
+    struct hs_consumer none = {0};
+    c->loop = &loop;
+    c->metrics = m;
+    if (t->kind != HS_KIND_EXPORTER)
+        c->next = &none;
+    if (start) {
+        const struct hs_host host = {.loop = &loop, .metrics = m};
+        assert_int_equal(t->start(c, &host), 0);
+    }
+    done_calls = 0;
+    t->shutdown(c, count_done);
+    t->shutdown(c, count_done); /* harmless the second time */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(done_calls, 1);
+    free(c->id);
+    t->destroy(c);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    hs_metrics_free(m);
+    hs_config_doc_free(&doc);
+    hs_error_free(&err);
+}
+
+static void test_lifecycle_of_every_type(void **state)
+{
+    size_t count;
+    const struct hs_component_type *const *all = hs_registry_all(&count);
+    for (size_t i = 0; i < count; i++) {
+        const char *yaml = NULL;
+        for (size_t j = 0; j < sizeof(minimal) / sizeof(minimal[0]); j++)
+            if (strcmp(minimal[j].type, all[i]->name) == 0 ||
+                (strcmp(all[i]->name, "otlp") == 0 && all[i]->kind == HS_KIND_EXPORTER &&
+                 strcmp(minimal[j].type, "otlphttp") == 0))
+                yaml = minimal[j].yaml;
+        if (!yaml)
+            fail_msg("no minimal config in test_service.c for %s %s", hs_kind_name(all[i]->kind),
+                     all[i]->name);
+        lifecycle(all[i], yaml, false); /* shutdown before start */
+        lifecycle(all[i], yaml, true);
+    }
+    remove("/tmp/hotspan-test-service-lifecycle.jsonl");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_graph),
+        cmocka_unit_test(test_every_error_at_once),
+        cmocka_unit_test(test_receiver_needs_a_protocol),
+        cmocka_unit_test(test_lifecycle_of_every_type),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
