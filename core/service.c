@@ -200,7 +200,7 @@ static void load_section(struct hs_service *s, const struct hs_config_node *root
         in->id = hs_xstrdup(c->key);
         in->kind = kind;
         in->key = c;
-        in->node = c->kind == HS_NODE_SCALAR && c->is_null ? NULL : c;
+        in->node = c; /* a null node decodes as an empty map, with its position */
         create_instance(in, type, path, err);
     }
     (void)s;
@@ -278,7 +278,7 @@ static void build_pipeline(struct hs_service *s, struct pipeline *p,
         in->id = hs_xstrdup(id);
         in->kind = HS_KIND_PROCESSOR;
         in->key = decl;
-        in->node = decl->kind == HS_NODE_SCALAR && decl->is_null ? NULL : decl;
+        in->node = decl;
         snprintf(path, sizeof(path), "processors.%s", id);
         if (create_instance(in, type, path, err) == 0)
             in->c->pipeline = hs_xstrdup(p->name);
@@ -393,7 +393,7 @@ static void check_declared_processors(const struct hs_config_node *procs, struct
             continue;
         }
         struct instance in = {.id = hs_xstrdup(c->key), .key = c,
-                              .node = c->kind == HS_NODE_SCALAR && c->is_null ? NULL : c};
+                              .node = c};
         create_instance(&in, type, path, err);
         destroy_instance(&in);
     }
