@@ -63,6 +63,10 @@ enum hs_config_type {
     HS_CFG_STRLIST,  /* struct hs_strlist */
     HS_CFG_STRMAP,   /* struct hs_strmap (e.g. headers) */
     HS_CFG_SECTION,  /* a nested map decoded with .sub into the struct at offset */
+    HS_CFG_INLINE,   /* .sub's rows written at this level, decoded into the struct at offset
+                      * (an embedded struct, e.g. the HTTP listener options every receiver
+                      * shares); its name is only for the reader, and its rows cannot be
+                      * required */
 };
 
 struct hs_strlist {

@@ -76,6 +76,7 @@ static const char *type_name(enum hs_config_type t)
         [HS_CFG_STRLIST] = "list of strings",
         [HS_CFG_STRMAP] = "map of strings",
         [HS_CFG_SECTION] = "section",
+        [HS_CFG_INLINE] = "inline",
     };
     return (size_t)t < HS_ARRAY_SIZE(names) && names[t] ? names[t] : "?";
 }
@@ -399,6 +400,37 @@ static void set_value(struct dec *d, const struct hs_config_field *f,
     }
 }
 
+/* The row for `key`, looking through inline rows; *off gets the offset of the struct the row
+ * is relative to. */
+static const struct hs_config_field *find_field(const struct hs_config_field *fields,
+                                                const char *key, size_t *off)
+{
+    for (const struct hs_config_field *f = fields; f->name; f++) {
+        if (f->type == HS_CFG_INLINE) {
+            size_t sub_off = 0;
+            const struct hs_config_field *g = find_field(sub_of(f), key, &sub_off);
+            if (g) {
+                *off = f->offset + sub_off;
+                return g;
+            }
+        } else if (strcmp(f->name, key) == 0) {
+            *off = 0;
+            return f;
+        }
+    }
+    return NULL;
+}
+
+static void list_keys(const struct hs_config_field *fields, struct hs_buf *known)
+{
+    for (const struct hs_config_field *f = fields; f->name; f++) {
+        if (f->type == HS_CFG_INLINE)
+            list_keys(sub_of(f), known);
+        else
+            hs_buf_printf(known, "%s%s", known->len ? ", " : "", f->name);
+    }
+}
+
 static void unknown_key(struct dec *d, const struct hs_config_field *fields,
                         const struct hs_config_node *c, const char *path)
 {
@@ -406,8 +438,7 @@ static void unknown_key(struct dec *d, const struct hs_config_field *fields,
     at.line = c->key_line;
     at.col = c->key_col;
     struct hs_buf known = {0};
-    for (const struct hs_config_field *f = fields; f->name; f++)
-        hs_buf_printf(&known, "%s%s", f == fields ? "" : ", ", f->name);
+    list_keys(fields, &known);
     dec_errorf(d, &at, path, "unknown key (known: %s)", known.data ? (char *)known.data : "none");
     hs_buf_free(&known);
 }
@@ -423,14 +454,14 @@ static void apply_map(struct dec *d, const struct hs_config_field *fields,
     bool *seen = hs_xcalloc(nfields, sizeof(*seen));
     for (const struct hs_config_node *c = map ? map->child : NULL; c; c = c->next) {
         char *kp = join(path, c->key);
-        size_t i = 0;
-        while (i < nfields && strcmp(fields[i].name, c->key) != 0)
-            i++;
-        if (i == nfields) {
+        size_t off = 0;
+        const struct hs_config_field *f = find_field(fields, c->key, &off);
+        if (!f) {
             unknown_key(d, fields, c, kp);
         } else {
-            seen[i] = true;
-            set_value(d, &fields[i], c, out, kp);
+            if (f >= fields && f < fields + nfields)
+                seen[f - fields] = true;
+            set_value(d, f, c, (char *)out + off, kp);
         }
         free(kp);
     }
@@ -459,7 +490,9 @@ static void apply_defaults(struct dec *d, const struct hs_config_field *fields, 
 {
     for (const struct hs_config_field *f = fields; f->name; f++) {
         char *fp = join(path, f->name);
-        if (f->type == HS_CFG_SECTION) {
+        if (f->type == HS_CFG_INLINE) {
+            apply_defaults(d, sub_of(f), (char *)out + f->offset, path);
+        } else if (f->type == HS_CFG_SECTION) {
             apply_defaults(d, sub_of(f), (char *)out + f->offset, fp);
         } else if (f->def) {
             d->def = f->def;
@@ -496,7 +529,9 @@ static void zero_fields(const struct hs_config_field *fields, void *out)
         [HS_CFG_STRMAP] = sizeof(struct hs_strmap),
     };
     for (const struct hs_config_field *f = fields; f->name; f++) {
-        if (f->type == HS_CFG_SECTION) {
+        if (f->type == HS_CFG_INLINE) {
+            zero_fields(sub_of(f), (char *)out + f->offset);
+        } else if (f->type == HS_CFG_SECTION) {
             zero_fields(sub_of(f), (char *)out + f->offset);
             if (f->has_presence)
                 *(bool *)((char *)out + f->presence_offset) = false;
@@ -541,6 +576,7 @@ void hs_config_free_fields(const struct hs_config_field *fields, void *out)
             strmap_clear(p);
             break;
         case HS_CFG_SECTION:
+        case HS_CFG_INLINE:
             hs_config_free_fields(f->sub, p);
             break;
         default:
@@ -606,6 +642,10 @@ void hs_config_reference(const struct hs_config_field *fields, const char *prefi
         return;
     prefix = prefix ? prefix : "";
     for (const struct hs_config_field *f = fields; f->name; f++) {
+        if (f->type == HS_CFG_INLINE) {
+            hs_config_reference(f->sub, prefix, out);
+            continue;
+        }
         char *key = join(prefix, f->name);
         reference_row(f, key, out);
         if (f->type == HS_CFG_SECTION)

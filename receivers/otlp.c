@@ -19,7 +19,7 @@
 #include "pdata/traces.h"
 
 struct otlp_http_config {
-    struct hs_http_server_config server; /* first: the common rows write into it */
+    struct hs_http_server_config server;
     char *traces_url_path;
 };
 
@@ -38,17 +38,8 @@ static const struct hs_config_field http_fields[] = {
      "0.0.0.0:4318", .doc = "host:port to listen on for OTLP/HTTP"},
     {"traces_url_path", HS_CFG_STRING, offsetof(struct otlp_http_config, traces_url_path),
      "/v1/traces", .doc = "URL path that accepts traces"},
-    {"max_request_body_size", HS_CFG_SIZE,
-     offsetof(struct otlp_http_config, server.max_request_body_size), "20MiB", .min = 1,
-     .max = 1 << 30, .doc = "largest body, as sent and again after decompression (413 above)"},
-    {"read_timeout", HS_CFG_DURATION, offsetof(struct otlp_http_config, server.read_timeout_ms),
-     "30s", .min = 1, .max = 3600000, .doc = "a request must arrive whole within this (408)"},
-    {"idle_timeout", HS_CFG_DURATION, offsetof(struct otlp_http_config, server.idle_timeout_ms),
-     "60s", .min = 1, .max = 3600000, .doc = "keep-alive connections idle this long are closed"},
-    {"max_connections", HS_CFG_UINT, offsetof(struct otlp_http_config, server.max_connections),
-     "1024", .min = 1, .max = 65536, .doc = "concurrent connections; more are closed at once"},
-    {"max_header_size", HS_CFG_SIZE, offsetof(struct otlp_http_config, server.max_header_size),
-     "64KiB", .min = 1024, .max = 1 << 20, .doc = "request line and headers (431 above)"},
+    {"server", HS_CFG_INLINE, offsetof(struct otlp_http_config, server),
+     .sub = hs_http_server_fields_common},
     {0},
 };
 

@@ -571,6 +571,65 @@ static void test_reference(void **state)
     hs_buf_free(&b);
 }
 
+/* ---- inline rows (an embedded struct's keys written at the parent's level) ------------------ */
+
+struct t_listener {
+    char *endpoint;
+    uint64_t timeout_ms;
+};
+
+struct t_inl {
+    char *path;
+    struct t_listener l;
+};
+
+static const struct hs_config_field listener_fields[] = {
+    {"timeout", HS_CFG_DURATION, offsetof(struct t_listener, timeout_ms), "5s", .min = 1,
+     .doc = "t"},
+    {0},
+};
+
+static const struct hs_config_field inl_fields[] = {
+    {"endpoint", HS_CFG_ENDPOINT, offsetof(struct t_inl, l.endpoint), "0.0.0.0:1"},
+    {"path", HS_CFG_STRING, offsetof(struct t_inl, path), "/x"},
+    {"listener", HS_CFG_INLINE, offsetof(struct t_inl, l), .sub = listener_fields},
+    {0},
+};
+
+static void test_inline_rows(void **state)
+{
+    struct hs_config_doc doc = {0};
+    struct hs_error err = {0};
+    struct t_inl c;
+    const char *yaml = "{endpoint: ':9', timeout: 250ms}";
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &doc, &err), 0);
+    assert_int_equal(hs_config_decode(inl_fields, doc.root, &c, "r", &err), 0);
+    assert_string_equal(c.l.endpoint, ":9");
+    assert_int_equal(c.l.timeout_ms, 250);
+    assert_string_equal(c.path, "/x");
+    hs_config_free_fields(inl_fields, &c);
+    hs_config_doc_free(&doc);
+
+    /* defaults reach the embedded struct; unknown keys list the inline ones too */
+    yaml = "{nope: 1}";
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &doc, &err), 0);
+    assert_int_equal(hs_config_decode(inl_fields, doc.root, &c, "r", &err), HS_EINVAL);
+    assert_int_equal(c.l.timeout_ms, 5000);
+    assert_int_equal(err.count, 1);
+    assert_string_equal(err.lines[0],
+                        "t.yaml:1:2: r.nope: unknown key (known: endpoint, path, timeout)");
+    hs_config_free_fields(inl_fields, &c);
+    hs_config_doc_free(&doc);
+    hs_error_free(&err);
+
+    struct hs_buf ref = {0};
+    hs_config_reference(inl_fields, "r", &ref);
+    hs_buf_putc(&ref, '\0');
+    assert_non_null(strstr((char *)ref.data, "| `r.timeout` | duration | `5s` |"));
+    assert_null(strstr((char *)ref.data, "listener"));
+    hs_buf_free(&ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -591,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_bad_defaults_are_reported),
         cmocka_unit_test(test_free_is_safe),
         cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_inline_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
