@@ -25,8 +25,9 @@ typedef void (*hs_http_done_cb)(void *ud, const struct hs_http_result *res);
 struct hs_http_client *hs_http_client_new(uv_loop_t *loop);
 
 /* POST `body` (borrowed until done fires) to `url` with `headers` ("Name: value" lines,
- * borrowed until done). done fires exactly once, also when the client is closed. Returns 0 or
- * HS_ENOMEM (done not called). */
+ * borrowed until done). done fires exactly once, also when the client is closed. Returns 0,
+ * HS_ENOMEM, or HS_ECANCELED once close has begun (from a done callback); done is then not
+ * called. */
 int hs_http_client_post(struct hs_http_client *c, const char *url, const char *const *headers,
                         size_t header_count, const void *body, size_t body_len,
                         uint64_t timeout_ms, hs_http_done_cb done, void *ud);

@@ -46,7 +46,7 @@ struct hs_http_server_config {
     uint64_t read_timeout_ms;   /* a request must arrive whole within this (slowloris) */
     uint64_t idle_timeout_ms;   /* keep-alive connection without a request */
     uint32_t max_connections;
-    uint32_t max_header_size;   /* bytes of request line + headers */
+    uint64_t max_header_size;   /* bytes of request line + headers (a SIZE field: 64 bits) */
 };
 
 /* The declared fields for the struct above, to be embedded in a component's field table as an

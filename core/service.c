@@ -79,6 +79,7 @@ struct hs_service {
     size_t npipelines;
     struct hs_admin *admin;
     uv_loop_t *loop;
+    uint64_t started_ms;
     /* shutdown */
     int phase;             /* 0 receivers, 1 processors, 2 exporters, 3 done */
     size_t pending;        /* components whose done has not fired yet in this phase */
@@ -517,12 +518,13 @@ static int start_one(struct hs_service *s, struct instance *in, struct hs_error 
 static double gauge_uptime(void *ud)
 {
     struct hs_service *s = ud;
-    return (double)uv_now(s->loop) / 1000.0;
+    return (double)(hs_now_ms() - s->started_ms) / 1000.0;
 }
 
 int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err)
 {
     s->loop = loop;
+    s->started_ms = hs_now_ms();
     s->metrics = hs_metrics_new();
     enum hs_log_level lvl = HS_LOG_INFO;
     hs_log_level_parse(s->tel.log_level, &lvl);

@@ -1,0 +1,401 @@
+/* http_client.c: outbound HTTP for exporters: one libcurl multi handle driven by the libuv loop
+ * (a uv_poll_t per socket curl asks us to watch, one uv_timer_t for curl's timeout), so requests
+ * run concurrently on the worker's loop and curl pools connections across them. */
+#include "http_client.h"
+
+#include <curl/curl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "buf.h"
+#include "common.h"
+#include "errors.h"
+
+/* wire.md §2: responses are capped at 4 MiB; anything past that is read and discarded. */
+#define MAX_RESPONSE_BODY (4u << 20)
+/* A Retry-After asking for more than a day is treated as a day. */
+#define MAX_RETRY_AFTER_S 86400u
+
+struct xfer {
+    struct xfer *prev, *next;
+    struct hs_http_client *c;
+    CURL *easy;
+    struct curl_slist *headers;
+    struct hs_buf body;
+    uint64_t retry_after_ms;
+    hs_http_done_cb done;
+    void *ud;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+/* One per socket curl wants watched; freed in its close callback (never before). */
+struct sock {
+    uv_poll_t poll;
+    struct sock *prev, *next;
+    struct hs_http_client *c;
+    curl_socket_t fd;
+};
+
+struct hs_http_client {
+    uv_loop_t *loop;
+    CURLM *multi;
+    uv_timer_t timer;
+    struct xfer *xfers;
+    struct sock *socks;
+    unsigned handles; /* uv handles not yet through their close callback */
+    unsigned depth;   /* > 0 while we are inside a uv callback that drives curl */
+    bool closing;
+    bool timer_closing;
+    void (*closed)(void *ud);
+    void *closed_ud;
+};
+
+static void client_finish_close(struct hs_http_client *c);
+
+/* ---- uv handles ------------------------------------------------------------------------- */
+
+static void handle_closed(uv_handle_t *h)
+{
+    struct hs_http_client *c = h->data;
+    if (h != (uv_handle_t *)&c->timer)
+        free(hs_container_of((uv_poll_t *)h, struct sock, poll));
+    if (--c->handles == 0 && c->closing) {
+        void (*closed)(void *) = c->closed;
+        void *ud = c->closed_ud;
+        free(c);
+        if (closed)
+            closed(ud);
+    }
+}
+
+static void sock_close(struct sock *s)
+{
+    struct hs_http_client *c = s->c;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        c->socks = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    /* stops the watcher now, while curl's fd is still open; the memory goes in the callback */
+    uv_close((uv_handle_t *)&s->poll, handle_closed);
+}
+
+/* ---- completions ------------------------------------------------------------------------ */
+
+static void xfer_unlink(struct xfer *x)
+{
+    struct hs_http_client *c = x->c;
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        c->xfers = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+}
+
+static void xfer_free(struct xfer *x)
+{
+    curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->headers);
+    hs_buf_free(&x->body);
+    free(x);
+}
+
+/* Removes x from the multi, reports `code` to its owner and frees it. */
+static void xfer_finish(struct xfer *x, CURLcode code, const char *cancel)
+{
+    struct hs_http_result res = {0};
+    curl_multi_remove_handle(x->c->multi, x->easy);
+    xfer_unlink(x);
+    if (cancel) {
+        res.error = cancel;
+    } else if (code != CURLE_OK) {
+        res.error = x->errbuf[0] ? x->errbuf : curl_easy_strerror(code);
+    } else {
+        long status = 0;
+        char *ct = NULL;
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
+        res.status = (int)status;
+        res.content_type = ct;
+        res.body = x->body.data;
+        res.body_len = x->body.len;
+        res.retry_after_ms = x->retry_after_ms;
+        if (status == 0)
+            res.error = "no HTTP status in the response";
+    }
+    x->done(x->ud, &res);
+    xfer_free(x);
+}
+
+static void drain_completions(struct hs_http_client *c)
+{
+    CURLMsg *msg;
+    int left;
+    while (!c->closing && (msg = curl_multi_info_read(c->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        struct xfer *x = NULL;
+        CURLcode code = msg->data.result; /* msg is invalid once the handle is removed */
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        xfer_finish(x, code, NULL);
+    }
+}
+
+/* Every entry from the loop into curl goes through here, so a done callback that closes the
+ * client does not pull the multi handle out from under curl_multi_info_read. */
+static void drive(struct hs_http_client *c, curl_socket_t fd, int ev_bitmask)
+{
+    int running;
+    c->depth++;
+    curl_multi_socket_action(c->multi, fd, ev_bitmask, &running);
+    drain_completions(c);
+    c->depth--;
+    if (c->closing && c->depth == 0)
+        client_finish_close(c);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+    struct sock *s = hs_container_of(p, struct sock, poll);
+    int flags = 0;
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    if (events & UV_READABLE)
+        flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE)
+        flags |= CURL_CSELECT_OUT;
+    drive(s->c, s->fd, flags);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    drive(t->data, CURL_SOCKET_TIMEOUT, 0);
+}
+
+/* ---- curl callbacks: only uv bookkeeping here, never user code -------------------------- */
+
+static int curl_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    struct hs_http_client *c = userp;
+    struct sock *s = socketp;
+
+    if (what == CURL_POLL_REMOVE) {
+        if (s) {
+            curl_multi_assign(c->multi, fd, NULL);
+            sock_close(s);
+        }
+        return 0;
+    }
+    if (!s) {
+        s = hs_xcalloc(1, sizeof(*s));
+        if (uv_poll_init_socket(c->loop, &s->poll, fd) != 0) {
+            free(s);
+            return -1; /* curl fails the transfer */
+        }
+        s->c = c;
+        s->fd = fd;
+        s->poll.data = c;
+        s->next = c->socks;
+        if (c->socks)
+            c->socks->prev = s;
+        c->socks = s;
+        c->handles++;
+        curl_multi_assign(c->multi, fd, s);
+    }
+    int events = 0;
+    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+        events |= UV_READABLE;
+    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+        events |= UV_WRITABLE;
+    uv_poll_start(&s->poll, events, on_poll);
+    return 0;
+}
+
+static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct hs_http_client *c = userp;
+    if (c->timer_closing)
+        return 0;
+    if (timeout_ms < 0)
+        uv_timer_stop(&c->timer);
+    else /* even 0 goes through the loop: curl must not be re-entered from its callback */
+        uv_timer_start(&c->timer, on_timer, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+static size_t write_cb(char *p, size_t size, size_t n, void *ud)
+{
+    struct xfer *x = ud;
+    size_t len = size * n;
+    size_t room = MAX_RESPONSE_BODY - x->body.len;
+    /* past the cap, or out of memory: keep reading so the connection stays usable */
+    if (room > 0)
+        hs_buf_append(&x->body, p, HS_MIN(len, room));
+    return len;
+}
+
+/* Retry-After is delay-seconds or an HTTP-date (RFC 9110 §10.2.3). */
+static uint64_t parse_retry_after(const char *v, size_t n)
+{
+    char tmp[128];
+    while (n && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r' || v[n - 1] == '\n'))
+        n--;
+    if (n == 0 || n >= sizeof(tmp))
+        return 0;
+    memcpy(tmp, v, n);
+    tmp[n] = '\0';
+    if (strspn(tmp, "0123456789") == n) {
+        uint64_t s = 0;
+        for (size_t i = 0; i < n && s <= MAX_RETRY_AFTER_S; i++)
+            s = s * 10 + (uint64_t)(tmp[i] - '0');
+        return HS_MIN(s, MAX_RETRY_AFTER_S) * 1000;
+    }
+    time_t when = curl_getdate(tmp, NULL);
+    time_t now = time(NULL);
+    if (when == (time_t)-1 || when <= now)
+        return 0;
+    return (uint64_t)HS_MIN((uint64_t)(when - now), MAX_RETRY_AFTER_S) * 1000;
+}
+
+static size_t header_cb(char *p, size_t size, size_t n, void *ud)
+{
+    struct xfer *x = ud;
+    size_t len = size * n;
+    static const char name[] = "retry-after:";
+    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) /* a new response (after 100, redirects) */
+        x->retry_after_ms = 0;
+    else if (len > sizeof(name) - 1 && strncasecmp(p, name, sizeof(name) - 1) == 0)
+        x->retry_after_ms = parse_retry_after(p + sizeof(name) - 1, len - (sizeof(name) - 1));
+    return len;
+}
+
+/* ---- the API ---------------------------------------------------------------------------- */
+
+struct hs_http_client *hs_http_client_new(uv_loop_t *loop)
+{
+    struct hs_http_client *c = hs_xcalloc(1, sizeof(*c));
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        goto fail;
+    c->loop = loop;
+    c->multi = curl_multi_init();
+    if (!c->multi)
+        goto fail_global;
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    uv_timer_init(loop, &c->timer);
+    c->timer.data = c;
+    c->handles = 1;
+    return c;
+fail_global:
+    curl_global_cleanup();
+fail:
+    free(c);
+    return NULL;
+}
+
+static int xfer_setup(struct xfer *x, const char *url, const char *const *headers,
+                      size_t header_count, const void *body, size_t body_len, uint64_t timeout_ms)
+{
+    CURL *e = x->easy;
+    for (size_t i = 0; i < header_count; i++) {
+        struct curl_slist *l = curl_slist_append(x->headers, headers[i]);
+        if (!l)
+            return HS_ENOMEM;
+        x->headers = l;
+    }
+    /* curl would wait for a 100 Continue before large bodies: a round trip for nothing */
+    struct curl_slist *l = curl_slist_append(x->headers, "Expect:");
+    if (!l)
+        return HS_ENOMEM;
+    x->headers = l;
+    if (curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK)
+        return HS_ENOMEM;
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)HS_MIN(timeout_ms, (uint64_t)LONG_MAX));
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body_len ? body : "");
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    return 0;
+}
+
+int hs_http_client_post(struct hs_http_client *c, const char *url, const char *const *headers,
+                        size_t header_count, const void *body, size_t body_len, uint64_t timeout_ms,
+                        hs_http_done_cb done, void *ud)
+{
+    if (c->closing)
+        return HS_ECANCELED;
+    struct xfer *x = calloc(1, sizeof(*x));
+    if (!x)
+        return HS_ENOMEM;
+    x->c = c;
+    x->done = done;
+    x->ud = ud;
+    x->easy = curl_easy_init();
+    if (!x->easy)
+        goto fail;
+    if (xfer_setup(x, url, headers, header_count, body, body_len, timeout_ms) != 0)
+        goto fail;
+    /* curl answers by asking for a timer; the transfer starts from the loop, not from here */
+    if (curl_multi_add_handle(c->multi, x->easy) != CURLM_OK)
+        goto fail;
+    x->next = c->xfers;
+    if (c->xfers)
+        c->xfers->prev = x;
+    c->xfers = x;
+    return 0;
+fail:
+    if (x->easy)
+        curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->headers);
+    free(x);
+    return HS_ENOMEM;
+}
+
+/* Runs once no curl call is on the stack: the multi goes, then every uv handle is closed. */
+static void client_finish_close(struct hs_http_client *c)
+{
+    if (c->timer_closing)
+        return;
+    /* closing cached connections may still ask, through curl_socket_cb, to unwatch sockets */
+    curl_multi_cleanup(c->multi);
+    c->multi = NULL;
+    curl_global_cleanup();
+    while (c->socks)
+        sock_close(c->socks);
+    c->timer_closing = true;
+    uv_close((uv_handle_t *)&c->timer, handle_closed);
+}
+
+void hs_http_client_close(struct hs_http_client *c, void (*closed)(void *ud), void *ud)
+{
+    if (c->closing) /* already on its way */
+        return;
+    c->closing = true;
+    c->closed = closed;
+    c->closed_ud = ud;
+    while (c->xfers) /* a done callback may post: that is refused, as we are closing */
+        xfer_finish(c->xfers, CURLE_ABORTED_BY_CALLBACK, "cancelled");
+    if (c->depth == 0)
+        client_finish_close(c);
+}

@@ -1,0 +1,674 @@
+/* http_conn.c: one HTTP/1.1 connection of the server: http_parser over what we read, requests
+ * answered in order, limits (header and body size, timeouts, unread responses) and the close
+ * that waits for the client's EOF so a last error response is not lost to a reset. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "errors.h"
+#include "http_server_int.h"
+
+enum piece { PIECE_NONE, PIECE_URL, PIECE_FIELD, PIECE_VALUE };
+
+struct wreq {
+    uv_write_t req;
+    struct hs_http_conn *conn;
+    size_t len;
+    char data[];
+};
+
+static const http_parser_settings parser_settings;
+
+static void conn_arm(struct hs_http_conn *c, uint64_t ms, uv_timer_cb cb)
+{
+    if (c->closing)
+        return;
+    if (ms)
+        uv_timer_start(&c->timer, cb, ms, 0);
+    else
+        uv_timer_stop(&c->timer);
+}
+
+/* Stops parsing; http_parser asserts when paused in an error state, hence the check. */
+static void stop_parser(struct hs_http_conn *c)
+{
+    c->stop = true;
+    if (HTTP_PARSER_ERRNO(&c->parser) == HPE_OK)
+        http_parser_pause(&c->parser, 1);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct hs_http_conn *c = h->data;
+    if (--c->open_handles > 0)
+        return;
+    struct hs_http_server *s = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->nconns--;
+    hs_buf_free(&c->head);
+    hs_buf_free(&c->body);
+    hs_buf_free(&c->pending);
+    free(c->fields);
+    free(c->headers);
+    free(c);
+    hs_http_server_maybe_done(s);
+}
+
+/* Pending writes and a pending shutdown get their callbacks (UV_ECANCELED) before the close
+ * callbacks, so the connection outlives them. */
+static void conn_close(struct hs_http_conn *c)
+{
+    if (c->closing)
+        return;
+    stop_parser(c);
+    c->closing = true;
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    struct hs_http_conn *c = h->data;
+    /* libuv on Unix calls alloc, read and the read callback in sequence, one stream at a time,
+     * and we never keep the buffer after the callback, so one buffer serves every connection */
+    buf->base = c->srv->rbuf;
+    buf->len = sizeof(c->srv->rbuf);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void conn_read(struct hs_http_conn *c, bool on)
+{
+    if (c->closing || c->eof || c->reading == on)
+        return;
+    if (!on) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    } else if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) {
+        c->reading = true;
+    } else {
+        conn_close(c);
+    }
+}
+
+static void conn_resume(struct hs_http_conn *c);
+
+static void on_write(uv_write_t *req, int status)
+{
+    struct wreq *w = hs_container_of(req, struct wreq, req);
+    struct hs_http_conn *c = w->conn;
+    c->write_pending -= w->len;
+    free(w);
+    if (status < 0) {
+        if (status != UV_ECANCELED)
+            hs_log_debug(c->srv->name, "%s: write failed: %s", c->peer, uv_strerror(status));
+        conn_close(c);
+    } else if (c->write_paused && c->write_pending <= HS_HTTP_WRITE_LOW) {
+        conn_resume(c);
+    }
+}
+
+/* One uv_write of head + body, copied so the caller's memory is free at once. */
+static void conn_write(struct hs_http_conn *c, const void *head, size_t hlen, const void *body,
+                       size_t blen)
+{
+    if (c->closing)
+        return;
+    size_t len = hlen + blen;
+    struct wreq *w = malloc(sizeof(*w) + len);
+    if (!w) {
+        hs_log_error(c->srv->name, "%s: out of memory for a %zu-byte response", c->peer, len);
+        conn_close(c);
+        return;
+    }
+    w->conn = c;
+    w->len = len;
+    memcpy(w->data, head, hlen);
+    if (blen)
+        memcpy(w->data + hlen, body, blen);
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rc) {
+        free(w);
+        conn_close(c);
+        return;
+    }
+    c->write_pending += len;
+}
+
+/* A header a handler passes must not split the response (CR, LF) or repeat what we set. */
+static bool header_ok(const struct hs_http_header *h)
+{
+    if (!h->name.len || memchr(h->name.ptr, '\r', h->name.len) ||
+        memchr(h->name.ptr, '\n', h->name.len) || memchr(h->name.ptr, ':', h->name.len) ||
+        memchr(h->value.ptr, '\r', h->value.len) || memchr(h->value.ptr, '\n', h->value.len))
+        return false;
+    return !hs_str_ieq(h->name, "content-length") && !hs_str_ieq(h->name, "connection") &&
+           !hs_str_ieq(h->name, "transfer-encoding");
+}
+
+static void conn_send(struct hs_http_conn *c, int status, const char *ctype,
+                      const struct hs_http_header *extra, size_t nextra, const void *body,
+                      size_t blen, bool keep)
+{
+    struct hs_buf *b = &c->srv->scratch;
+    bool bodyless = status < 200 || status == 204 || status == 304;
+    hs_buf_reset(b);
+    int rc = hs_buf_printf(b, "HTTP/1.1 %d %s\r\n", status, hs_http_reason(status));
+    if (ctype && !strpbrk(ctype, "\r\n"))
+        rc |= hs_buf_printf(b, "Content-Type: %s\r\n", ctype);
+    if (!bodyless)
+        rc |= hs_buf_printf(b, "Content-Length: %zu\r\n", blen);
+    rc |= hs_buf_printf(b, "Connection: %s\r\n", keep ? "keep-alive" : "close");
+    for (size_t i = 0; i < nextra; i++) {
+        if (!header_ok(&extra[i])) {
+            hs_log_error(c->srv->name, "response header \"%.*s\" dropped: not allowed here",
+                         (int)extra[i].name.len, extra[i].name.ptr);
+            continue;
+        }
+        rc |= hs_buf_append(b, extra[i].name.ptr, extra[i].name.len);
+        rc |= hs_buf_append(b, ": ", 2);
+        rc |= hs_buf_append(b, extra[i].value.ptr, extra[i].value.len);
+        rc |= hs_buf_append(b, "\r\n", 2);
+    }
+    rc |= hs_buf_append(b, "\r\n", 2);
+    if (rc) {
+        conn_close(c);
+        return;
+    }
+    bool head_only = bodyless || c->parser.method == HTTP_HEAD;
+    conn_write(c, b->data, b->len, body, head_only ? 0 : blen);
+}
+
+static void on_linger_timer(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    struct hs_http_conn *c = req->data;
+    if (status < 0 || c->eof || c->srv->closing)
+        conn_close(c);
+}
+
+/* After the last response: flush it, send FIN, then read and drop until the client's EOF (or a
+ * timeout). Closing at once could turn unread input into a reset that destroys the response. */
+static void conn_end(struct hs_http_conn *c)
+{
+    if (c->closing || c->state == HS_HTTP_CONN_DRAIN)
+        return;
+    stop_parser(c);
+    c->state = HS_HTTP_CONN_DRAIN;
+    c->write_paused = false;
+    hs_buf_free(&c->pending);
+    c->shutdown.data = c;
+    if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+        conn_close(c);
+        return;
+    }
+    conn_read(c, true);
+    uint64_t linger = c->srv->conf.read_timeout_ms;
+    conn_arm(c, linger && linger < HS_HTTP_LINGER_MS ? linger : HS_HTTP_LINGER_MS,
+             on_linger_timer);
+}
+
+/* An answer of ours (not the handler's): the request is abandoned and the connection ends. */
+static void conn_fail(struct hs_http_conn *c, int status, const char *text)
+{
+    if (c->stop || c->closing)
+        return;
+    hs_log_debug(c->srv->name, "%s: %d %s", c->peer, status, text);
+    conn_send(c, status, "text/plain; charset=utf-8", NULL, 0, text, strlen(text), false);
+    conn_end(c);
+}
+
+static void on_idle_timer(uv_timer_t *t)
+{
+    struct hs_http_conn *c = t->data;
+    hs_log_debug(c->srv->name, "%s: idle for idle_timeout, closed", c->peer);
+    conn_close(c);
+}
+
+static void on_read_timer(uv_timer_t *t)
+{
+    struct hs_http_conn *c = t->data;
+    conn_fail(c, 408, "408 request timeout: the request did not arrive whole within "
+                      "read_timeout\n");
+}
+
+static void conn_parse_error(struct hs_http_conn *c, enum http_errno e)
+{
+    char text[160];
+    if (e == HPE_HEADER_OVERFLOW) {
+        conn_fail(c, 431, "431 the request line and headers are larger than max_header_size\n");
+        return;
+    }
+    snprintf(text, sizeof(text), "400 bad request: %s\n", http_errno_description(e));
+    conn_fail(c, 400, text);
+}
+
+/* Runs the parser over data; returns the bytes it took. Less than len only when parsing was
+ * paused for unread responses (the caller keeps the rest) or stopped (the rest is dropped). */
+static size_t conn_parse(struct hs_http_conn *c, const char *data, size_t len)
+{
+    size_t off = 0;
+    while (off < len && !c->stop && !c->write_paused && !c->closing) {
+        size_t n = http_parser_execute(&c->parser, &parser_settings, data + off, len - off);
+        off += n;
+        enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+        if (e == HPE_PAUSED) {
+            if (c->stop)
+                break;
+            http_parser_pause(&c->parser, 0);
+        } else if (e != HPE_OK) {
+            conn_parse_error(c, e);
+            break;
+        }
+        if (c->parser.upgrade) {
+            /* We answered without switching protocols, so what follows is HTTP/1.1 again,
+             * except after CONNECT, whose tunnel we never open. */
+            if (c->parser.method == HTTP_CONNECT) {
+                conn_end(c);
+                break;
+            }
+            http_parser_init(&c->parser, HTTP_REQUEST);
+            c->parser.data = c;
+        } else if (n == 0 && e == HPE_OK) {
+            conn_parse_error(c, HPE_UNKNOWN); /* no progress: never loop on it */
+            break;
+        }
+    }
+    return off;
+}
+
+static void conn_resume(struct hs_http_conn *c)
+{
+    c->write_paused = false;
+    size_t used = conn_parse(c, (const char *)c->pending.data, c->pending.len);
+    if (c->closing || c->stop) {
+        hs_buf_free(&c->pending);
+        return;
+    }
+    memmove(c->pending.data, c->pending.data + used, c->pending.len - used);
+    c->pending.len -= used;
+    if (!c->write_paused)
+        conn_read(c, true);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct hs_http_conn *c = st->data;
+    if (nread == 0 || c->closing)
+        return;
+    if (nread < 0) {
+        /* A client may half-close after its last request: let our answers out first (the
+         * shutdown's callback closes, once they are written). */
+        if (nread == UV_EOF && c->write_pending) {
+            c->eof = true;
+            c->reading = false;
+            conn_end(c);
+        } else {
+            conn_close(c);
+        }
+        return;
+    }
+    if (c->stop)
+        return; /* draining */
+    const char *data = buf->base;
+    size_t len = (size_t)nread;
+    if (c->pending.len) { /* not expected: reading stops while bytes are pending */
+        if (hs_buf_append(&c->pending, data, len)) {
+            conn_close(c);
+            return;
+        }
+        conn_resume(c);
+        return;
+    }
+    size_t used = conn_parse(c, data, len);
+    if (used < len && c->write_paused && hs_buf_append(&c->pending, data + used, len - used))
+        conn_close(c);
+}
+
+/* ---- parser callbacks ----------------------------------------------------------------- */
+
+static int on_message_begin(http_parser *p)
+{
+    struct hs_http_conn *c = p->data;
+    hs_buf_reset(&c->head);
+    hs_buf_reset(&c->body);
+    c->url_len = c->head_bytes = c->nfields = 0;
+    c->last_piece = PIECE_NONE;
+    c->responded = c->end_after = false;
+    c->state = HS_HTTP_CONN_REQUEST;
+    conn_arm(c, c->srv->conf.read_timeout_ms, on_read_timer);
+    return 0;
+}
+
+static int new_field(struct hs_http_conn *c)
+{
+    if (c->nfields == HS_HTTP_MAX_HEADERS)
+        return HS_E2BIG;
+    if (c->nfields == c->fields_cap) {
+        size_t cap = c->fields_cap ? c->fields_cap * 2 : 16;
+        struct hs_http_field *f = realloc(c->fields, cap * sizeof(*f));
+        if (!f)
+            return HS_ENOMEM;
+        c->fields = f;
+        c->fields_cap = cap;
+    }
+    c->fields[c->nfields++] = (struct hs_http_field){c->head.len, 0, c->head.len, 0};
+    return 0;
+}
+
+/* Stores a piece of the URL, a header name or a header value; http_parser may hand over each
+ * in several pieces when it spans reads. */
+static int head_add(struct hs_http_conn *c, enum piece kind, const char *at, size_t len)
+{
+    if (c->stop)
+        return 0;
+    bool fresh = (int)kind != c->last_piece;
+    c->head_bytes += len + (fresh ? 2 : 0); /* ": " or CRLF */
+    int rc = 0;
+    if (c->head_bytes > c->srv->conf.max_header_size ||
+        (fresh && kind == PIECE_FIELD && (rc = new_field(c)) == HS_E2BIG)) {
+        conn_fail(c, 431, "431 the request line and headers are larger than max_header_size\n");
+        return 0;
+    }
+    size_t off = c->head.len;
+    if (rc || hs_buf_append(&c->head, at, len)) {
+        conn_fail(c, 503, "503 out of memory reading the request headers\n");
+        return 0;
+    }
+    c->last_piece = kind;
+    if (kind == PIECE_URL) {
+        c->url_len += len;
+        return 0;
+    }
+    if (!c->nfields)
+        return 0;
+    struct hs_http_field *f = &c->fields[c->nfields - 1];
+    if (kind == PIECE_FIELD) {
+        for (size_t i = off; i < c->head.len; i++)
+            if (c->head.data[i] >= 'A' && c->head.data[i] <= 'Z')
+                c->head.data[i] = (uint8_t)(c->head.data[i] + ('a' - 'A'));
+        f->name_len += len;
+        f->value_off = c->head.len;
+    } else {
+        if (fresh)
+            f->value_off = off;
+        f->value_len += len;
+    }
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    return head_add(p->data, PIECE_URL, at, len);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    return head_add(p->data, PIECE_FIELD, at, len);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    return head_add(p->data, PIECE_VALUE, at, len);
+}
+
+static bool field_is(const struct hs_http_conn *c, const char *name, const char *value)
+{
+    for (size_t i = 0; i < c->nfields; i++) {
+        const struct hs_http_field *f = &c->fields[i];
+        struct hs_str n = {(const char *)c->head.data + f->name_off, f->name_len};
+        struct hs_str v = {(const char *)c->head.data + f->value_off, f->value_len};
+        if (hs_str_eq(n, name) && hs_str_ieq(v, value))
+            return true;
+    }
+    return false;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    struct hs_http_conn *c = p->data;
+    if (c->stop)
+        return 0;
+    uint64_t max = c->srv->conf.max_request_body_size;
+    bool has_length = p->flags & F_CONTENTLENGTH;
+    if (has_length && p->content_length > max) {
+        /* answered before the body: no 100 Continue, nothing read that we would drop */
+        conn_fail(c, 413, "413 the request body is larger than max_request_body_size\n");
+        return 0;
+    }
+    bool has_body = (p->flags & F_CHUNKED) || (has_length && p->content_length > 0);
+    if (has_body && (p->http_major > 1 || p->http_minor >= 1) &&
+        field_is(c, "expect", "100-continue")) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        conn_write(c, cont, sizeof(cont) - 1, NULL, 0);
+    }
+    /* room for what was announced, within reason: the rest grows as it arrives */
+    if (has_length && hs_buf_reserve(&c->body, HS_MIN(p->content_length, (uint64_t)1 << 20)))
+        conn_fail(c, 503, "503 out of memory for the request body\n");
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    struct hs_http_conn *c = p->data;
+    if (c->stop)
+        return 0;
+    if (len > c->srv->conf.max_request_body_size - c->body.len)
+        conn_fail(c, 413, "413 the request body is larger than max_request_body_size\n");
+    else if (hs_buf_append(&c->body, at, len))
+        conn_fail(c, 503, "503 out of memory for the request body\n");
+    return 0;
+}
+
+/* Path and query of an origin-form ("/v1/traces?x") or absolute-form URL. */
+static void split_url(const char *u, size_t n, struct hs_str *path, struct hs_str *query)
+{
+    struct http_parser_url pu;
+    http_parser_url_init(&pu);
+    if (n && u[0] != '/' && n <= UINT16_MAX && http_parser_parse_url(u, n, 0, &pu) == 0) {
+        *path = HS_STR("/");
+        *query = (struct hs_str){"", 0};
+        if (pu.field_set & (1 << UF_PATH))
+            *path = (struct hs_str){u + pu.field_data[UF_PATH].off, pu.field_data[UF_PATH].len};
+        if (pu.field_set & (1 << UF_QUERY))
+            *query = (struct hs_str){u + pu.field_data[UF_QUERY].off,
+                                     pu.field_data[UF_QUERY].len};
+        return;
+    }
+    const char *hash = memchr(u, '#', n);
+    size_t end = hash ? (size_t)(hash - u) : n;
+    const char *q = memchr(u, '?', end);
+    if (q) {
+        *path = (struct hs_str){u, (size_t)(q - u)};
+        *query = (struct hs_str){q + 1, end - (size_t)(q - u) - 1};
+    } else {
+        *path = (struct hs_str){u, end};
+        *query = (struct hs_str){u + end, 0};
+    }
+}
+
+static bool build_headers(struct hs_http_conn *c)
+{
+    if (c->nfields > c->headers_cap) {
+        struct hs_http_header *h = realloc(c->headers, c->nfields * sizeof(*h));
+        if (!h)
+            return false;
+        c->headers = h;
+        c->headers_cap = c->nfields;
+    }
+    const char *base = (const char *)c->head.data;
+    for (size_t i = 0; i < c->nfields; i++) {
+        const struct hs_http_field *f = &c->fields[i];
+        c->headers[i] = (struct hs_http_header){{base + f->name_off, f->name_len},
+                                                {base + f->value_off, f->value_len}};
+    }
+    return true;
+}
+
+static void conn_dispatch(struct hs_http_conn *c)
+{
+    struct hs_http_server *s = c->srv;
+    if (!build_headers(c)) {
+        conn_fail(c, 503, "503 out of memory for the request headers\n");
+        return;
+    }
+    struct hs_http_request req = {
+        .method = http_method_str((enum http_method)c->parser.method),
+        .headers = c->headers,
+        .header_count = c->nfields,
+        .body = c->body.len ? c->body.data : (const uint8_t *)"",
+        .body_len = c->body.len,
+        .peer = c->peer,
+        .conn = c,
+    };
+    split_url(c->url_len ? (const char *)c->head.data : "/", c->url_len ? c->url_len : 1,
+              &req.path, &req.query);
+    c->in_dispatch = true;
+    s->handler(s->ud, &req);
+    c->in_dispatch = false;
+    if (!c->responded && !c->closing) {
+        hs_log_error(s->name, "the handler did not answer %s %.*s", req.method,
+                     (int)req.path.len, req.path.ptr);
+        hs_http_respond_text(&req, 500, "500 the server did not answer this request\n");
+    }
+    if (c->end_after)
+        conn_end(c);
+}
+
+static int on_message_complete(http_parser *p)
+{
+    struct hs_http_conn *c = p->data;
+    if (c->stop)
+        return 0;
+    conn_dispatch(c);
+    if (c->stop || c->closing)
+        return 0;
+    c->state = HS_HTTP_CONN_IDLE;
+    /* a big body stays with its request, not with the idle connection */
+    if (c->body.cap > ((size_t)256 << 10))
+        hs_buf_free(&c->body);
+    if (c->head.cap > ((size_t)64 << 10))
+        hs_buf_free(&c->head);
+    conn_arm(c, c->srv->conf.idle_timeout_ms, on_idle_timer);
+    if (c->write_pending > HS_HTTP_WRITE_HIGH) {
+        /* the client does not read: neither do we, so it cannot grow our memory */
+        c->write_paused = true;
+        conn_read(c, false);
+        http_parser_pause(p, 1);
+    }
+    return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- the rest of the server's side ----------------------------------------------------- */
+
+static void peer_name(struct hs_http_conn *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN];
+    snprintf(c->peer, sizeof(c->peer), "?");
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        uv_ip6_name(a, ip, sizeof(ip));
+        snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
+    } else if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        uv_ip4_name(a, ip, sizeof(ip));
+        snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, (unsigned)ntohs(a->sin_port));
+    }
+}
+
+void hs_http_conn_accept(struct hs_http_server *s)
+{
+    struct hs_http_conn *c = hs_xcalloc(1, sizeof(*c));
+    c->srv = s;
+    if (uv_tcp_init(s->loop, &c->tcp) != 0) {
+        free(c);
+        return;
+    }
+    uv_timer_init(s->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    peer_name(c);
+    uv_tcp_nodelay(&c->tcp, 1);
+    conn_read(c, true);
+    conn_arm(c, s->conf.idle_timeout_ms, on_idle_timer);
+}
+
+void hs_http_conn_server_closing(struct hs_http_conn *c)
+{
+    if (c->closing || c->state == HS_HTTP_CONN_REQUEST)
+        return; /* its response will say Connection: close and end it */
+    if (c->state == HS_HTTP_CONN_DRAIN || c->write_pending == 0)
+        conn_close(c);
+    else
+        conn_end(c); /* let the answers already made reach the client */
+}
+
+/* ---- the handler's side ---------------------------------------------------------------- */
+
+const struct hs_str *hs_http_request_header(const struct hs_http_request *req, const char *name)
+{
+    for (size_t i = 0; i < req->header_count; i++)
+        if (hs_str_ieq(req->headers[i].name, name))
+            return &req->headers[i].value;
+    return NULL;
+}
+
+void hs_http_respond(struct hs_http_request *req, int status, const char *content_type,
+                     const struct hs_http_header *extra, size_t extra_count, const void *body,
+                     size_t body_len)
+{
+    struct hs_http_conn *c = req->conn;
+    if (!c->in_dispatch || c->responded) {
+        hs_log_error(c->srv->name, "a second answer to %s %.*s was dropped", req->method,
+                     (int)req->path.len, req->path.ptr);
+        return;
+    }
+    c->responded = true;
+    bool keep = !c->srv->closing && http_should_keep_alive(&c->parser) &&
+                !(c->parser.upgrade && c->parser.method == HTTP_CONNECT);
+    conn_send(c, status, content_type, extra, extra_count, body, body_len, keep);
+    if (!keep)
+        c->end_after = true;
+}
+
+void hs_http_respond_text(struct hs_http_request *req, int status, const char *text)
+{
+    hs_http_respond(req, status, "text/plain; charset=utf-8", NULL, 0, text, strlen(text));
+}

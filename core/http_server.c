@@ -1,0 +1,314 @@
+/* http_server.c: the HTTP/1.1 listener: binding an endpoint, accepting within max_connections,
+ * and a close that waits for every handle. Connections (parsing, limits, timeouts, responses)
+ * are in http_conn.c. */
+#include "http_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "http_server_int.h"
+
+#define HS_HTTP_BACKLOG 511
+/* http_parser's own header limit is process-wide; ours is per server and always lower, so the
+ * parser's only catches what our count of stored bytes does not see (padding whitespace). */
+#define HS_HTTP_PARSER_HEADER_CAP (2u << 20)
+
+const struct hs_config_field hs_http_server_fields_common[] = {
+    {"max_request_body_size", HS_CFG_SIZE,
+     offsetof(struct hs_http_server_config, max_request_body_size), "20MiB", .min = 1,
+     .max = 1 << 30,
+     .doc = "largest request body as sent (before decompression); larger is a 413"},
+    {"read_timeout", HS_CFG_DURATION, offsetof(struct hs_http_server_config, read_timeout_ms),
+     "30s", .min = 1, .max = 3600000,
+     .doc = "time from a request's first byte to its whole body; slower is a 408"},
+    {"idle_timeout", HS_CFG_DURATION, offsetof(struct hs_http_server_config, idle_timeout_ms),
+     "60s", .min = 1, .max = 86400000,
+     .doc = "a keep-alive connection without a request for this long is closed"},
+    {"max_connections", HS_CFG_UINT, offsetof(struct hs_http_server_config, max_connections),
+     "1024", .min = 1, .max = 65536,
+     .doc = "open connections; more are accepted and closed at once"},
+    {"max_header_size", HS_CFG_SIZE, offsetof(struct hs_http_server_config, max_header_size),
+     "64KiB", .min = 1024, .max = 1 << 20,
+     .doc = "bytes of the request line and headers; larger is a 431"},
+    {0},
+};
+
+const char *hs_http_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: break;
+    }
+    if (status >= 200 && status < 300)
+        return "OK";
+    if (status >= 400 && status < 500)
+        return "Bad Request";
+    return status >= 500 && status < 600 ? "Internal Server Error" : "Unknown";
+}
+
+static pthread_once_t parser_once = PTHREAD_ONCE_INIT;
+
+static void parser_setup(void)
+{
+    http_parser_set_max_header_size(HS_HTTP_PARSER_HEADER_CAP);
+}
+
+/* One socket, bound and listening, or a negative libuv code (libuv's are -errno here). */
+static int try_listen(const struct addrinfo *ai, int *out)
+{
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int on = 1, off = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    /* [::] also takes IPv4, so ":port" means every address of both families */
+    if (ai->ai_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, HS_HTTP_BACKLOG) != 0) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    *out = fd;
+    return 0;
+}
+
+/* Binds the first address that works: IPv4 first for a name (as Go does, so "localhost" serves
+ * 127.0.0.1 clients), the dual-stack [::] first for an empty host. The socket is made before any
+ * libuv handle, so a failure leaves nothing in the loop. */
+static int open_endpoint(uv_loop_t *loop, const char *host, uint16_t port, int *fd)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    char service[8];
+    snprintf(service, sizeof(service), "%u", (unsigned)port);
+    uv_getaddrinfo_t req;
+    int rc = uv_getaddrinfo(loop, &req, NULL, host[0] ? host : NULL, service, &hints);
+    if (rc)
+        return rc;
+    int first = host[0] ? AF_INET : AF_INET6;
+    rc = UV_EADDRNOTAVAIL;
+    for (int pass = 0; pass < 2; pass++) {
+        for (struct addrinfo *ai = req.addrinfo; ai; ai = ai->ai_next) {
+            if ((ai->ai_family == first) != (pass == 0))
+                continue;
+            int r = try_listen(ai, fd);
+            if (r == 0) {
+                uv_freeaddrinfo(req.addrinfo);
+                return 0;
+            }
+            if (rc == UV_EADDRNOTAVAIL)
+                rc = r; /* the first failure says the most */
+        }
+    }
+    uv_freeaddrinfo(req.addrinfo);
+    return rc;
+}
+
+static void log_listening(struct hs_http_server *s)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        uv_ip6_name(a, ip, sizeof(ip));
+        s->port = ntohs(a->sin6_port);
+        hs_log_info(s->name, "listening on [%s]:%d", ip, s->port);
+    } else {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        uv_ip4_name(a, ip, sizeof(ip));
+        s->port = ntohs(a->sin_port);
+        hs_log_info(s->name, "listening on %s:%d", ip, s->port);
+    }
+}
+
+static void server_free(struct hs_http_server *s)
+{
+    hs_buf_free(&s->scratch);
+    free(s->name);
+    free(s);
+}
+
+static void on_failed_close(uv_handle_t *h)
+{
+    server_free(h->data);
+}
+
+static void on_reject_closed(uv_handle_t *h)
+{
+    struct hs_http_server *s = h->data;
+    free(h);
+    s->nrejects--;
+    hs_http_server_maybe_done(s);
+}
+
+/* Over max_connections: accept (so the client learns at once, not by a timeout) and close. */
+static void reject(struct hs_http_server *s)
+{
+    uv_tcp_t *t = hs_xmalloc(sizeof(*t));
+    if (uv_tcp_init(s->loop, t) != 0) {
+        free(t);
+        return;
+    }
+    t->data = s;
+    s->nrejects++;
+    uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)t);
+    uv_close((uv_handle_t *)t, on_reject_closed);
+    uint32_t suppressed = 0;
+    if (hs_ratelimit_allow(&s->full_log, hs_now_ms(), &suppressed))
+        hs_log_warn(s->name, "connection refused: max_connections (%u) reached (%u more refused "
+                    "since the last line)", s->conf.max_connections, suppressed);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    struct hs_http_server *s = listener->data;
+    if (status < 0) {
+        uint32_t suppressed = 0;
+        if (hs_ratelimit_allow(&s->full_log, hs_now_ms(), &suppressed))
+            hs_log_warn(s->name, "accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (s->closing)
+        return;
+    if (s->nconns >= s->conf.max_connections)
+        reject(s);
+    else
+        hs_http_conn_accept(s);
+}
+
+/* Zero means "use the default" for the limits, and "none" for the timeouts, for callers that
+ * fill the struct by hand instead of through the field table. */
+static void apply_config(struct hs_http_server *s, const struct hs_http_server_config *cf)
+{
+    s->conf = *cf;
+    s->conf.endpoint = NULL;
+    if (!s->conf.max_request_body_size)
+        s->conf.max_request_body_size = 20u << 20;
+    if (!s->conf.max_connections)
+        s->conf.max_connections = 1024;
+    if (!s->conf.max_header_size)
+        s->conf.max_header_size = 64u << 10;
+}
+
+int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts,
+                         struct hs_http_server **out, struct hs_error *err)
+{
+    const char *name = opts->name ? opts->name : "http";
+    const struct hs_http_server_config *cf = opts->config;
+    char host[256];
+    uint16_t port;
+    if (!cf || hs_parse_endpoint(cf->endpoint, host, sizeof(host), &port) != 0) {
+        hs_error_addf(err, "%s: \"%s\" is not an endpoint (host:port, [v6]:port or :port)", name,
+                      cf && cf->endpoint ? cf->endpoint : "");
+        return HS_EINVAL;
+    }
+    pthread_once(&parser_once, parser_setup);
+    int fd = -1;
+    int rc = open_endpoint(loop, host, port, &fd);
+    if (rc) {
+        hs_error_addf(err, "%s: cannot listen on %s: %s", name, cf->endpoint, uv_strerror(rc));
+        return rc;
+    }
+    struct hs_http_server *s = hs_xcalloc(1, sizeof(*s));
+    s->loop = loop;
+    s->name = hs_xstrdup(name);
+    s->handler = opts->handler;
+    s->ud = opts->ud;
+    s->full_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);
+    apply_config(s, cf);
+    if ((rc = uv_tcp_init(loop, &s->listener)) != 0) {
+        close(fd);
+        server_free(s);
+        goto fail;
+    }
+    s->listener.data = s;
+    if ((rc = uv_tcp_open(&s->listener, fd)) != 0) {
+        close(fd);
+        uv_close((uv_handle_t *)&s->listener, on_failed_close);
+        goto fail;
+    }
+    if ((rc = uv_listen((uv_stream_t *)&s->listener, HS_HTTP_BACKLOG, on_connection)) != 0) {
+        uv_close((uv_handle_t *)&s->listener, on_failed_close); /* closes fd */
+        goto fail;
+    }
+    log_listening(s);
+    *out = s;
+    return 0;
+fail:
+    hs_error_addf(err, "%s: cannot listen on %s: %s", name, cf->endpoint, uv_strerror(rc));
+    return rc;
+}
+
+int hs_http_server_port(const struct hs_http_server *s)
+{
+    return s ? s->port : 0;
+}
+
+void hs_http_server_maybe_done(struct hs_http_server *s)
+{
+    if (!s->closing || !s->listener_closed || s->nconns || s->nrejects)
+        return;
+    void (*done)(void *) = s->done;
+    void *ud = s->done_ud;
+    server_free(s);
+    if (done)
+        done(ud);
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    struct hs_http_server *s = h->data;
+    s->listener_closed = true;
+    hs_http_server_maybe_done(s);
+}
+
+void hs_http_server_close(struct hs_http_server *s, void (*done)(void *ud), void *ud)
+{
+    if (s->closing) {
+        hs_log_error(s->name, "hs_http_server_close called twice; the first done will fire");
+        return;
+    }
+    s->closing = true;
+    s->done = done;
+    s->done_ud = ud;
+    uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+    /* closing a connection only schedules its close callbacks, so the list stays intact */
+    for (struct hs_http_conn *c = s->conns; c; c = c->next)
+        hs_http_conn_server_closing(c);
+}

@@ -1,0 +1,885 @@
+/* test_http_server.c: the HTTP/1.1 server on a loop in this thread against a blocking-socket
+ * client in another: keep-alive, pipelining, chunked bodies, 100-continue, every limit and
+ * timeout, hostile clients, unread responses, and a close that leaves nothing in the loop. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/http_server.h"
+#include "core/http_server_int.h" /* to see a connection's unwritten bytes */
+#include "core/log.h"
+
+#define BIG_SIZE ((size_t)256 << 10)
+#define BIG_COUNT 128
+
+struct fix {
+    uv_loop_t loop;
+    uv_async_t async;
+    struct hs_http_server *srv;
+    struct hs_http_server_config conf;
+    int port;
+    void (*client)(struct fix *);
+    char fail[512];
+    bool signalled;   /* client thread only */
+    bool done_called; /* loop thread only */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool close_called;
+    atomic_int handled;
+    size_t most_unwritten; /* the largest backlog of response bytes a handler saw */
+};
+
+/* Client-side checks cannot use cmocka (it longjmps); the first failure is kept for the test. */
+#define CHECK(f, cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            if (!(f)->fail[0])                                                                     \
+                snprintf((f)->fail, sizeof((f)->fail), "%s:%d: %s", __FILE__, __LINE__, #cond);    \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* ---- the server side ------------------------------------------------------------------- */
+
+static void big_answer(struct fix *f, struct hs_http_request *req)
+{
+    static char big[BIG_SIZE];
+    char q[16] = "";
+    if (req->query.len > 2 && req->query.len < sizeof(q) + 2) /* "n=7" */
+        memcpy(q, req->query.ptr + 2, req->query.len - 2);
+    int n = atoi(q);
+    f->most_unwritten = HS_MAX(f->most_unwritten, req->conn->write_pending);
+    memset(big, 'x', sizeof(big));
+    int k = snprintf(big, 32, "resp %d\n", n);
+    big[k] = 'x';
+    hs_http_respond(req, 200, "application/octet-stream", NULL, 0, big, sizeof(big));
+}
+
+static void handler(void *ud, struct hs_http_request *req)
+{
+    struct fix *f = ud;
+    atomic_fetch_add(&f->handled, 1);
+    if (hs_str_eq(req->path, "/big")) {
+        big_answer(f, req);
+        return;
+    }
+    struct hs_buf b = {0};
+    if (hs_str_eq(req->path, "/names")) { /* the headers as the server stored them */
+        for (size_t i = 0; i < req->header_count; i++)
+            hs_buf_printf(&b, "%s%.*s=%.*s", i ? "," : "", (int)req->headers[i].name.len,
+                          req->headers[i].name.ptr, (int)req->headers[i].value.len,
+                          req->headers[i].value.ptr);
+        hs_buf_printf(&b, " body=%.*s", (int)req->body_len, (const char *)req->body);
+        hs_http_respond(req, 200, NULL, NULL, 0, b.data, b.len);
+        hs_buf_free(&b);
+        return;
+    }
+    const struct hs_str *x = hs_http_request_header(req, "X-TEST");
+    hs_buf_printf(&b, "method=%s path=%.*s query=%.*s x-test=%.*s body=%.*s", req->method,
+                  (int)req->path.len, req->path.ptr, (int)req->query.len, req->query.ptr,
+                  x ? (int)x->len : 1, x ? x->ptr : "-", (int)req->body_len,
+                  (const char *)req->body);
+    static const struct hs_http_header extra = {HS_STR("X-Echo"), HS_STR("yes")};
+    hs_http_respond(req, 200, "text/plain", &extra, 1, b.data, b.len);
+    hs_buf_free(&b);
+}
+
+static void on_done(void *ud)
+{
+    struct fix *f = ud;
+    f->done_called = true;
+}
+
+static void on_async(uv_async_t *a)
+{
+    struct fix *f = a->data;
+    hs_http_server_close(f->srv, on_done, f);
+    uv_close((uv_handle_t *)a, NULL);
+    pthread_mutex_lock(&f->mu);
+    f->close_called = true;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Called by the client: close the server now and wait until hs_http_server_close has run. */
+static void request_close(struct fix *f)
+{
+    if (f->signalled)
+        return;
+    f->signalled = true;
+    uv_async_send(&f->async);
+    pthread_mutex_lock(&f->mu);
+    while (!f->close_called)
+        pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void *client_main(void *arg)
+{
+    struct fix *f = arg;
+    f->client(f);
+    request_close(f);
+    return NULL;
+}
+
+static void run(struct fix *f, void (*client)(struct fix *))
+{
+    struct hs_error err = {0};
+    const struct hs_http_server_opts opts = {
+        .config = &f->conf, .name = "test", .handler = handler, .ud = f};
+    assert_int_equal(hs_http_server_start(&f->loop, &opts, &f->srv, &err), 0);
+    assert_int_equal(err.count, 0);
+    f->port = hs_http_server_port(f->srv);
+    assert_true(f->port > 0);
+    assert_int_equal(uv_async_init(&f->loop, &f->async, on_async), 0);
+    f->async.data = f;
+    f->client = client;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, client_main, f), 0);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    pthread_join(th, NULL);
+    if (f->fail[0])
+        fail_msg("client: %s", f->fail);
+    assert_true(f->done_called);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+static int setup(void **state)
+{
+    struct fix *f = calloc(1, sizeof(*f));
+    uv_loop_init(&f->loop);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    if (hs_config_decode(hs_http_server_fields_common, NULL, &f->conf, "test", NULL) != 0)
+        return -1;
+    f->conf.endpoint = "127.0.0.1:0";
+    f->conf.read_timeout_ms = 5000; /* a failed client leaves a request open: end it sooner */
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f);
+    return 0;
+}
+
+/* ---- the client side ------------------------------------------------------------------- */
+
+struct cconn {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+struct resp {
+    int status;
+    char head[1024];
+    char *body;
+    size_t body_len;
+};
+
+static bool cconnect(struct fix *f, struct cconn *c, int rcvbuf)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (rcvbuf)
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return c->fd >= 0 && connect(c->fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+}
+
+static void cclose(struct cconn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    free(c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+}
+
+static bool csend(struct cconn *c, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t k = send(c->fd, s, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return false;
+        s += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+static bool csends(struct cconn *c, const char *s)
+{
+    return csend(c, s, strlen(s));
+}
+
+/* Reads more into c->buf: >0 bytes, 0 at EOF or reset, -1 on timeout. */
+static ssize_t cfill(struct cconn *c)
+{
+    if (c->cap - c->len < 65536) {
+        c->cap = c->cap * 2 + 65536;
+        c->buf = realloc(c->buf, c->cap);
+    }
+    ssize_t k = recv(c->fd, c->buf + c->len, c->cap - c->len - 1, 0);
+    if (k < 0)
+        return errno == ECONNRESET ? 0 : -1;
+    c->len += (size_t)k;
+    c->buf[c->len] = '\0';
+    return k;
+}
+
+static const char *find_header(const char *head, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(head, "\r\n"); p && p[2]; p = strstr(p + 2, "\r\n"))
+        if (strncasecmp(p + 2, name, n) == 0 && p[2 + n] == ':')
+            return p + 3 + n + strspn(p + 3 + n, " ");
+    return NULL;
+}
+
+/* One whole response (Content-Length framed, as the server always frames). */
+static bool cread(struct cconn *c, struct resp *r)
+{
+    char *end;
+    while (!c->buf || !(end = strstr(c->buf, "\r\n\r\n")))
+        if (cfill(c) <= 0)
+            return false;
+    size_t hlen = (size_t)(end - c->buf) + 4;
+    if (hlen >= sizeof(r->head))
+        return false;
+    memcpy(r->head, c->buf, hlen);
+    r->head[hlen] = '\0';
+    if (sscanf(r->head, "HTTP/1.1 %d ", &r->status) != 1)
+        return false;
+    const char *cl = find_header(r->head, "content-length");
+    r->body_len = cl ? strtoul(cl, NULL, 10) : 0;
+    while (c->len < hlen + r->body_len)
+        if (cfill(c) <= 0)
+            return false;
+    r->body = malloc(r->body_len + 1);
+    memcpy(r->body, c->buf + hlen, r->body_len);
+    r->body[r->body_len] = '\0';
+    memmove(c->buf, c->buf + hlen + r->body_len, c->len - hlen - r->body_len + 1);
+    c->len -= hlen + r->body_len;
+    return true;
+}
+
+/* A request and its response, the body kept in r (to free). */
+static bool exchange(struct cconn *c, const char *req, struct resp *r)
+{
+    return csends(c, req) && cread(c, r);
+}
+
+/* True when the server closed the connection with nothing more to say. */
+static bool ceof(struct cconn *c)
+{
+    return c->len == 0 && cfill(c) == 0;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void client_echo(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "POST /v1/echo?a=1&b=2 HTTP/1.1\r\nHost: x\r\nX-Test: Hello\r\n"
+                          "Content-Length: 5\r\n\r\nhello", &r));
+    CHECK(f, r.status == 200);
+    CHECK(f, strcmp(r.body, "method=POST path=/v1/echo query=a=1&b=2 x-test=Hello body=hello") ==
+                 0);
+    CHECK(f, strncmp(r.head, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    CHECK(f, strstr(r.head, "\r\nContent-Type: text/plain\r\n"));
+    CHECK(f, strstr(r.head, "\r\nContent-Length: 63\r\n"));
+    CHECK(f, strstr(r.head, "\r\nConnection: keep-alive\r\n"));
+    CHECK(f, strstr(r.head, "\r\nX-Echo: yes\r\n"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_echo(void **state)
+{
+    run(*state, client_echo);
+}
+
+/* Every byte in its own segment: names, values and the URL arrive in pieces. */
+static void client_bytewise(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    static const char req[] = "POST /names?x=1 HTTP/1.1\r\nHost: h\r\nX-TeSt: Va lue\r\n"
+                              "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+    int one = 1;
+    CHECK(f, cconnect(f, &c, 0));
+    setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    for (size_t i = 0; i < sizeof(req) - 1; i++)
+        CHECK(f, csend(&c, req + i, 1));
+    CHECK(f, cread(&c, &r));
+    CHECK(f, r.status == 200);
+    CHECK(f, strcmp(r.body, "host=h,x-test=Va lue,transfer-encoding=chunked body=abc") == 0);
+    CHECK(f, !find_header(r.head, "content-type"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_bytewise(void **state)
+{
+    run(*state, client_bytewise);
+}
+
+static void client_keepalive(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "GET /one HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/one "));
+    free(r.body);
+    CHECK(f, exchange(&c, "GET /two HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/two "));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_keepalive(void **state)
+{
+    struct fix *f = *state;
+    run(f, client_keepalive);
+    assert_int_equal(atomic_load(&f->handled), 2);
+}
+
+static void client_pipelined(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, csends(&c, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n"
+                        "POST /second?q HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"));
+    CHECK(f, cread(&c, &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "method=GET path=/first query= "));
+    free(r.body);
+    CHECK(f, cread(&c, &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "method=POST path=/second query=q ") &&
+                 strstr(r.body, "body=abc"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_pipelined(void **state)
+{
+    run(*state, client_pipelined);
+}
+
+static void client_chunked(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, csends(&c, "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        "5\r\nhel"));
+    CHECK(f, exchange(&c, "lo\r\n6\r\n world\r\n0\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "body=hello world"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_chunked(void **state)
+{
+    run(*state, client_chunked);
+}
+
+static void client_expect(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    /* the body is sent only after the 100: a server that waited for it would time out */
+    CHECK(f, exchange(&c, "POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                          "Content-Length: 4\r\n\r\n", &r));
+    CHECK(f, r.status == 100 && strcmp(r.head, "HTTP/1.1 100 Continue\r\n\r\n") == 0);
+    free(r.body);
+    CHECK(f, exchange(&c, "data", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "body=data"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_expect_continue(void **state)
+{
+    run(*state, client_expect);
+}
+
+static void client_too_long(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n",
+                      &r));
+    CHECK(f, r.status == 413 && strstr(r.head, "\r\nConnection: close\r\n"));
+    CHECK(f, strstr(r.body, "max_request_body_size"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    /* with Expect: the 413 comes instead of the 100 */
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                          "Content-Length: 1025\r\n\r\n", &r));
+    CHECK(f, r.status == 413);
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+}
+
+static void test_413_content_length_before_body(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_request_body_size = 1024;
+    run(f, client_too_long);
+    assert_int_equal(atomic_load(&f->handled), 0);
+}
+
+static void client_too_long_chunked(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    char req[4096];
+    int n = snprintf(req, sizeof(req), "POST /c HTTP/1.1\r\nHost: x\r\n"
+                                       "Transfer-Encoding: chunked\r\n\r\n400\r\n");
+    memset(req + n, 'a', 1024);
+    n += 1024;
+    n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n1\r\nb\r\n0\r\n\r\n");
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, csend(&c, req, (size_t)n) && cread(&c, &r));
+    CHECK(f, r.status == 413 && strstr(r.head, "\r\nConnection: close\r\n"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+}
+
+static void test_413_chunked(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_request_body_size = 1024;
+    run(f, client_too_long_chunked);
+    assert_int_equal(atomic_load(&f->handled), 0);
+}
+
+static void client_big_header(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    char req[8192];
+    int n = snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(req + n, 'a', 4000);
+    n += 4000;
+    n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n\r\n");
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, csend(&c, req, (size_t)n) && cread(&c, &r));
+    CHECK(f, r.status == 431 && strstr(r.head, "Request Header Fields Too Large"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+}
+
+static void test_431_header_too_big(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_header_size = 1024;
+    run(f, client_big_header);
+    assert_int_equal(atomic_load(&f->handled), 0);
+}
+
+static void client_garbage(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "\x01\x02 garbage \xff\r\n\r\n", &r));
+    CHECK(f, r.status == 400);
+    CHECK(f, strstr(r.body, http_errno_description(HPE_INVALID_METHOD)));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    /* garbage after a good request: the good one is answered first */
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/9.Z\r\n\r\n", &r));
+    CHECK(f, r.status == 200);
+    free(r.body);
+    CHECK(f, cread(&c, &r));
+    CHECK(f, r.status == 400 && strstr(r.body, "400 bad request: "));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+}
+
+static void test_400_garbage(void **state)
+{
+    struct fix *f = *state;
+    run(f, client_garbage);
+    assert_int_equal(atomic_load(&f->handled), 1);
+}
+
+static void client_slow(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "POST /slow HTTP/1.1\r\nHost: x\r\n", &r)); /* then nothing */
+    CHECK(f, r.status == 408 && strstr(r.head, "\r\nConnection: close\r\n"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    /* a body that stops half-way is the same */
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc", &r));
+    CHECK(f, r.status == 408);
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+}
+
+static void test_408_read_timeout(void **state)
+{
+    struct fix *f = *state;
+    f->conf.read_timeout_ms = 200;
+    run(f, client_slow);
+    assert_int_equal(atomic_load(&f->handled), 0);
+}
+
+static void client_idle(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.head, "keep-alive"));
+    free(r.body);
+    CHECK(f, ceof(&c)); /* no response: the connection just ends */
+    cclose(&c);
+}
+
+static void test_idle_timeout(void **state)
+{
+    struct fix *f = *state;
+    f->conf.idle_timeout_ms = 200;
+    run(f, client_idle);
+}
+
+static void client_max_conns(struct fix *f)
+{
+    struct cconn a, b, c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &a, 0) && cconnect(f, &b, 0) && cconnect(f, &c, 0));
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    CHECK(f, exchange(&a, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/a "));
+    free(r.body);
+    CHECK(f, exchange(&b, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/b "));
+    free(r.body);
+    cclose(&a);
+    cclose(&b);
+}
+
+static void test_max_connections(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_connections = 2;
+    run(f, client_max_conns);
+    assert_int_equal(atomic_load(&f->handled), 2);
+}
+
+#define MANY 200
+
+static void client_many(struct fix *f)
+{
+    static struct cconn c[MANY];
+    struct resp r = {0};
+    char req[64], want[64];
+    for (int i = 0; i < MANY; i++)
+        CHECK(f, cconnect(f, &c[i], 0));
+    for (int i = 0; i < MANY; i++) {
+        snprintf(req, sizeof(req), "GET /n/%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+        CHECK(f, csends(&c[i], req));
+    }
+    for (int i = 0; i < MANY; i++) {
+        snprintf(want, sizeof(want), "path=/n/%d ", i);
+        CHECK(f, cread(&c[i], &r));
+        bool ok = r.status == 200 && strstr(r.body, want);
+        free(r.body);
+        CHECK(f, ok);
+        cclose(&c[i]);
+    }
+}
+
+static void test_many_connections(void **state)
+{
+    struct fix *f = *state;
+    run(f, client_many);
+    assert_int_equal(atomic_load(&f->handled), MANY);
+}
+
+static void client_conn_close(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.head, "\r\nConnection: close\r\n"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    /* HTTP/1.0 closes unless it asks for keep-alive */
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "GET /y HTTP/1.0\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.head, "\r\nConnection: close\r\n"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "GET /z HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.head, "\r\nConnection: keep-alive\r\n"));
+    free(r.body);
+    CHECK(f, exchange(&c, "GET /z2 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &r));
+    CHECK(f, r.status == 200);
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_connection_close(void **state)
+{
+    run(*state, client_conn_close);
+}
+
+static void client_close_idle(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200);
+    free(r.body);
+    request_close(f);
+    CHECK(f, ceof(&c)); /* an idle keep-alive connection is closed at once */
+    cclose(&c);
+}
+
+static void test_close_idle_connection(void **state)
+{
+    run(*state, client_close_idle); /* idle_timeout is 60s: only the close can end it */
+}
+
+static void client_close_mid_request(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f, &c, 0));
+    /* the 100 proves the server is inside the request when it is told to close */
+    CHECK(f, exchange(&c, "POST /m HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                          "Content-Length: 10\r\n\r\n", &r));
+    CHECK(f, r.status == 100);
+    free(r.body);
+    request_close(f);
+    CHECK(f, exchange(&c, "0123456789", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "body=0123456789"));
+    CHECK(f, strstr(r.head, "\r\nConnection: close\r\n"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+}
+
+static void test_close_mid_request(void **state)
+{
+    struct fix *f = *state;
+    run(f, client_close_mid_request);
+    assert_int_equal(atomic_load(&f->handled), 1);
+}
+
+/* Many requests in one write, each answered with 256 KiB: the server stops taking requests
+ * once ~1 MiB of answers wait to be written, and takes them again as they drain. */
+static void client_not_reading(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    static char reqs[BIG_COUNT * 40];
+    size_t n = 0;
+    for (int i = 0; i < BIG_COUNT; i++)
+        n += (size_t)snprintf(reqs + n, sizeof(reqs) - n, "GET /big?n=%d HTTP/1.1\r\n\r\n", i);
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, csend(&c, reqs, n));
+    for (int i = 0; i < BIG_COUNT; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "resp %d\n", i);
+        CHECK(f, cread(&c, &r));
+        bool ok = r.status == 200 && r.body_len == BIG_SIZE && !strncmp(r.body, want, strlen(want));
+        free(r.body);
+        CHECK(f, ok);
+    }
+    cclose(&c);
+}
+
+static void test_unread_responses_bound_memory(void **state)
+{
+    struct fix *f = *state;
+    run(f, client_not_reading);
+    assert_int_equal(atomic_load(&f->handled), BIG_COUNT);
+    /* The requests arrive in one read, and write callbacks run later: without the bound all
+     * 128 answers (32 MiB) would be queued at once for a client that might never read. */
+    assert_true(f->most_unwritten > 0);
+    assert_in_range(f->most_unwritten, 1, HS_HTTP_WRITE_HIGH);
+}
+
+static void client_resets(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    /* reset while a big response is being written, then mid-headers, then mid-body */
+    const char *reqs[] = {"GET /big?n=1 HTTP/1.1\r\n\r\nGET /big?n=2 HTTP/1.1\r\n\r\n",
+                          "POST /r HTTP/1.1\r\nHost: x\r\nContent-",
+                          "POST /r HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc"};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(reqs); i++) {
+        CHECK(f, cconnect(f, &c, 4096));
+        CHECK(f, csends(&c, reqs[i]));
+        setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        cclose(&c);
+    }
+    CHECK(f, cconnect(f, &c, 0));
+    CHECK(f, exchange(&c, "GET /after HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/after "));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_client_resets(void **state)
+{
+    run(*state, client_resets);
+}
+
+static void test_bind_errors(void **state)
+{
+    struct fix *f = *state;
+    struct hs_error err = {0};
+    const struct hs_http_server_opts opts = {
+        .config = &f->conf, .name = "test", .handler = handler, .ud = f};
+    assert_int_equal(hs_http_server_start(&f->loop, &opts, &f->srv, &err), 0);
+    char endpoint[64], want[128];
+    snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%d", hs_http_server_port(f->srv));
+    struct hs_http_server_config taken = f->conf;
+    taken.endpoint = endpoint;
+    const struct hs_http_server_opts opts2 = {
+        .config = &taken, .name = "otlp", .handler = handler, .ud = f};
+    struct hs_http_server *s2 = NULL;
+    assert_int_equal(hs_http_server_start(&f->loop, &opts2, &s2, &err), UV_EADDRINUSE);
+    snprintf(want, sizeof(want), "otlp: cannot listen on %s: address already in use", endpoint);
+    assert_int_equal(err.count, 1);
+    assert_string_equal(err.lines[0], want);
+    taken.endpoint = "no-port-here";
+    assert_int_equal(hs_http_server_start(&f->loop, &opts2, &s2, &err), HS_EINVAL);
+    assert_int_equal(err.count, 2);
+    hs_error_free(&err);
+    /* names resolve, as in "localhost:0" */
+    taken.endpoint = "localhost:0";
+    assert_int_equal(hs_http_server_start(&f->loop, &opts2, &s2, NULL), 0);
+    assert_true(hs_http_server_port(s2) > 0);
+    hs_http_server_close(f->srv, on_done, f);
+    hs_http_server_close(s2, NULL, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_true(f->done_called);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+static void test_config_rows(void **state)
+{
+    struct hs_http_server_config c = {0};
+    assert_int_equal(hs_config_decode(hs_http_server_fields_common, NULL, &c, "x", NULL), 0);
+    assert_int_equal(c.max_request_body_size, 20u << 20);
+    assert_int_equal(c.read_timeout_ms, 30000);
+    assert_int_equal(c.idle_timeout_ms, 60000);
+    assert_int_equal(c.max_connections, 1024);
+    assert_int_equal(c.max_header_size, 64u << 10);
+    assert_null(c.endpoint);
+
+    static const char yaml[] = "max_header_size: 1MiB\nmax_connections: 0\nread_timeout: 2h\n";
+    struct hs_config_doc doc = {0};
+    struct hs_error err = {0};
+    assert_int_equal(hs_config_parse("t.yaml", yaml, sizeof(yaml) - 1, &doc, &err), 0);
+    assert_int_equal(hs_config_decode(hs_http_server_fields_common, doc.root, &c, "x", &err),
+                     HS_EINVAL);
+    assert_int_equal(err.count, 2); /* max_connections and read_timeout, not the 1MiB */
+    assert_int_equal(c.max_header_size, 1u << 20);
+    hs_error_free(&err);
+    hs_config_doc_free(&doc);
+}
+
+static void test_reasons(void **state)
+{
+    assert_string_equal(hs_http_reason(200), "OK");
+    assert_string_equal(hs_http_reason(408), "Request Timeout");
+    assert_string_equal(hs_http_reason(413), "Content Too Large");
+    assert_string_equal(hs_http_reason(429), "Too Many Requests");
+    assert_string_equal(hs_http_reason(431), "Request Header Fields Too Large");
+    assert_string_equal(hs_http_reason(503), "Service Unavailable");
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    hs_log_setup(HS_LOG_ERROR, false);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_echo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bytewise, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keepalive, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chunked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_413_content_length_before_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_413_chunked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_431_header_too_big, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_400_garbage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_408_read_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_connections, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_connections, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_idle_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_mid_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unread_responses_bound_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_resets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
+        cmocka_unit_test(test_config_rows),
+        cmocka_unit_test(test_reasons),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,886 @@
+/* test_otlp_wire.c: the OTLP wire scanner against protobuf-c: every field type, fields out of
+ * order, each kind of error with its exact path, the limits, and a differential loop that
+ * corrupts valid requests byte by byte and checks both sides agree. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/arena.h"
+#include "core/errors.h"
+#include "pdata/otlp_wire.h"
+#include "tests/unit/otlp_wire_ref.h"
+
+typedef Opentelemetry__Proto__Common__V1__AnyValue Any;
+typedef Opentelemetry__Proto__Common__V1__KeyValue KV;
+typedef Opentelemetry__Proto__Trace__V1__Span Span;
+typedef Opentelemetry__Proto__Trace__V1__Span__Event Event;
+typedef Opentelemetry__Proto__Trace__V1__Span__Link Link;
+typedef Opentelemetry__Proto__Trace__V1__ScopeSpans ScopeSpans;
+typedef Opentelemetry__Proto__Trace__V1__ResourceSpans ResourceSpans;
+typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest Request;
+
+/* --- building requests with protobuf-c ------------------------------------------------------ */
+
+static struct hs_arena *A; /* per test, freed by teardown */
+
+static void *zalloc(size_t n)
+{
+    void *p = hs_arena_alloc(A, n);
+    assert_non_null(p);
+    memset(p, 0, n);
+    return p;
+}
+
+static Any *any(int kind)
+{
+    Any *v = zalloc(sizeof(*v));
+    opentelemetry__proto__common__v1__any_value__init(v);
+    v->value_case = kind;
+    return v;
+}
+
+static Any *any_str(const char *s)
+{
+    Any *v = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE);
+    v->string_value = (char *)s;
+    return v;
+}
+
+static Any *any_int(int64_t i)
+{
+    Any *v = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE);
+    v->int_value = i;
+    return v;
+}
+
+static KV *kv(const char *key, Any *value)
+{
+    KV *k = zalloc(sizeof(*k));
+    opentelemetry__proto__common__v1__key_value__init(k);
+    k->key = (char *)key;
+    k->value = value;
+    return k;
+}
+
+/* An array of n pointers, given as arguments. */
+static void **list(size_t n, ...)
+{
+    void **l = zalloc((n ? n : 1) * sizeof(*l));
+    va_list ap;
+    va_start(ap, n);
+    for (size_t i = 0; i < n; i++)
+        l[i] = va_arg(ap, void *);
+    va_end(ap);
+    return l;
+}
+
+/* Nested values: arrays inside kvlists inside arrays, every AnyValue member at least once. */
+static Any *any_nested(void)
+{
+    Any *arr = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE);
+    Any *kvl = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_KVLIST_VALUE);
+    Any *inner = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE);
+    Any *b = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE);
+    Any *d = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_DOUBLE_VALUE);
+    Any *by = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BYTES_VALUE);
+    Any *si = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE_STRINDEX);
+    b->bool_value = 1;
+    d->double_value = 2.5;
+    by->bytes_value = (ProtobufCBinaryData){3, (uint8_t *)"\x00\x01\x02"};
+    si->string_value_strindex = 7;
+    inner->array_value = zalloc(sizeof(*inner->array_value));
+    opentelemetry__proto__common__v1__array_value__init(inner->array_value);
+    inner->array_value->n_values = 4;
+    inner->array_value->values = (Any **)list(4, b, d, by, any(0));
+    kvl->kvlist_value = zalloc(sizeof(*kvl->kvlist_value));
+    opentelemetry__proto__common__v1__key_value_list__init(kvl->kvlist_value);
+    kvl->kvlist_value->n_values = 3;
+    kvl->kvlist_value->values =
+        (KV **)list(3, kv("inner", inner), kv("s", any_str("")), kv("i", any_int(-1)));
+    arr->array_value = zalloc(sizeof(*arr->array_value));
+    opentelemetry__proto__common__v1__array_value__init(arr->array_value);
+    arr->array_value->n_values = 3;
+    arr->array_value->values = (Any **)list(3, kvl, si, any_int(0));
+    return arr;
+}
+
+/* Appends a field protobuf-c does not know to m, as raw bytes after its tag (protobuf-c writes
+ * unknown fields verbatim): a way to put any bytes at the end of any message. */
+static void inject(void *msg, uint32_t num, unsigned wt, const void *data, size_t len)
+{
+    ProtobufCMessage *m = msg;
+    ProtobufCMessageUnknownField *u = zalloc((m->n_unknown_fields + 1) * sizeof(*u));
+    if (m->n_unknown_fields)
+        memcpy(u, m->unknown_fields, m->n_unknown_fields * sizeof(*u));
+    uint8_t *copy = zalloc(len ? len : 1);
+    memcpy(copy, data, len);
+    u[m->n_unknown_fields] =
+        (ProtobufCMessageUnknownField){.tag = num, .wire_type = wt, .len = len, .data = copy};
+    m->unknown_fields = u;
+    m->n_unknown_fields++;
+}
+
+static ProtobufCBinaryData id(size_t n, uint8_t seed)
+{
+    uint8_t *p = zalloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(seed + i);
+    return (ProtobufCBinaryData){n, n ? p : NULL};
+}
+
+static Span *span(const char *name, uint8_t seed)
+{
+    Span *s = zalloc(sizeof(*s));
+    opentelemetry__proto__trace__v1__span__init(s);
+    s->trace_id = id(16, seed);
+    s->span_id = id(8, (uint8_t)(seed + 100));
+    s->name = (char *)name;
+    s->kind = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_SERVER;
+    s->start_time_unix_nano = 1717000000000000000ULL + seed;
+    s->end_time_unix_nano = s->start_time_unix_nano + 600000000;
+    return s;
+}
+
+static ScopeSpans *scope_spans(const char *scope, size_t n, Span **spans)
+{
+    ScopeSpans *ss = zalloc(sizeof(*ss));
+    opentelemetry__proto__trace__v1__scope_spans__init(ss);
+    if (scope) {
+        ss->scope = zalloc(sizeof(*ss->scope));
+        opentelemetry__proto__common__v1__instrumentation_scope__init(ss->scope);
+        ss->scope->name = (char *)scope;
+        ss->scope->version = "1.2.3";
+    }
+    ss->n_spans = n;
+    ss->spans = spans;
+    return ss;
+}
+
+/* One ResourceSpans for `service` holding the given ScopeSpans. */
+static Request *request(const char *service, size_t n, ScopeSpans **ss)
+{
+    ResourceSpans *rs = zalloc(sizeof(*rs));
+    opentelemetry__proto__trace__v1__resource_spans__init(rs);
+    rs->resource = zalloc(sizeof(*rs->resource));
+    opentelemetry__proto__resource__v1__resource__init(rs->resource);
+    rs->resource->n_attributes = 2;
+    rs->resource->attributes =
+        (KV **)list(2, kv("host.name", any_str("h1")), kv("service.name", any_str(service)));
+    rs->n_scope_spans = n;
+    rs->scope_spans = ss;
+    rs->schema_url = "https://opentelemetry.io/schemas/1.24.0";
+    Request *r = zalloc(sizeof(*r));
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__init(r);
+    r->n_resource_spans = 1;
+    r->resource_spans = (ResourceSpans **)list(1, rs);
+    return r;
+}
+
+struct bytes {
+    uint8_t *p;
+    size_t len;
+};
+
+static struct bytes pack(const void *msg)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    uint8_t *p = zalloc(n ? n : 1);
+    assert_int_equal(protobuf_c_message_pack(msg, p), n);
+    return (struct bytes){p, n};
+}
+
+/* --- scanning ------------------------------------------------------------------------------ */
+
+struct seen {
+    int n;
+    struct hs_span_view v[16];
+};
+
+static int record(void *ud, const struct hs_span_view *v)
+{
+    struct seen *s = ud;
+    assert_true(s->n < 16);
+    s->v[s->n++] = *v;
+    return 0;
+}
+
+static struct hs_otlp_scan res;
+
+static int scan(struct bytes b, const struct hs_otlp_limits *lim, struct seen *seen)
+{
+    return hs_otlp_traces_scan(b.p, b.len, lim, seen ? record : NULL, seen, &res);
+}
+
+static bool pbc_accepts(struct bytes b)
+{
+    return ref_check(b.p, b.len, 32).verdict != REF_REJECT_PBC;
+}
+
+/* Expects the scan to fail with `rc` and exactly this message. */
+static void expect_error(struct bytes b, const struct hs_otlp_limits *lim, int rc, const char *msg)
+{
+    assert_int_equal(scan(b, lim, NULL), rc);
+    assert_string_equal(res.err, msg);
+    assert_true(res.err_offset <= b.len);
+}
+
+static bool str_is(struct hs_str s, const void *p, size_t n)
+{
+    return s.len == n && (n == 0 || memcmp(s.ptr, p, n) == 0);
+}
+
+static int setup(void **state)
+{
+    A = hs_arena_new(1 << 16, 0);
+    return A ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    hs_arena_free(A);
+    A = NULL;
+    return 0;
+}
+
+/* --- a request with every field ------------------------------------------------------------ */
+
+static Event *event(const char *name, size_t nattrs, KV **attrs)
+{
+    Event *e = zalloc(sizeof(*e));
+    opentelemetry__proto__trace__v1__span__event__init(e);
+    e->time_unix_nano = 1717000000000001000ULL;
+    e->name = (char *)name;
+    e->n_attributes = nattrs;
+    e->attributes = attrs;
+    e->dropped_attributes_count = 1;
+    return e;
+}
+
+/* A span with every field set, and unknown fields of each wire type at its end. */
+static Span *full_span(void)
+{
+    Span *s = span("GET /api/v1/users/{id}", 1);
+    s->trace_state = "vendor=1";
+    s->parent_span_id = id(8, 50);
+    s->flags = 0x301;
+    s->n_attributes = 4;
+    s->attributes = (KV **)list(4, kv("http.method", any_str("GET")), kv("nested", any_nested()),
+                                kv("empty", any(0)), kv("n", any_int(-5)));
+    s->dropped_attributes_count = 3;
+    s->n_events = 2;
+    s->events = (Event **)list(2, event("exception", 1, (KV **)list(1, kv("t", any_str("E")))),
+                               event("", 0, NULL));
+    s->dropped_events_count = 4;
+    Link *l = zalloc(sizeof(*l));
+    opentelemetry__proto__trace__v1__span__link__init(l);
+    l->trace_id = id(16, 200);
+    l->span_id = id(8, 220);
+    l->trace_state = "k=v";
+    l->n_attributes = 1;
+    l->attributes = (KV **)list(1, kv("link.kind", any_int(3)));
+    l->dropped_attributes_count = 2;
+    l->flags = 0x100;
+    s->n_links = 1;
+    s->links = (Link **)list(1, l);
+    s->dropped_links_count = 5;
+    s->status = zalloc(sizeof(*s->status));
+    opentelemetry__proto__trace__v1__status__init(s->status);
+    s->status->message = "boom";
+    s->status->code = OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_ERROR;
+    inject(s, 100, PROTOBUF_C_WIRE_TYPE_VARINT, "\x96\x01", 2);
+    inject(s, 101, PROTOBUF_C_WIRE_TYPE_64BIT, "12345678", 8);
+    inject(s, 102, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED,
+           "\x03"
+           "abc",
+           4);
+    inject(s, 103, PROTOBUF_C_WIRE_TYPE_32BIT, "1234", 4);
+    return s;
+}
+
+/* 1 ResourceSpans, 2 ScopeSpans of 2 and 3 spans; the first span is full_span(). */
+static Request *full_request(Span **first)
+{
+    *first = full_span();
+    Request *r = request(
+        "checkout", 2,
+        (ScopeSpans **)list(
+            2, scope_spans("scope-a", 2, (Span **)list(2, *first, span("b", 2))),
+            scope_spans("scope-b", 3, (Span **)list(3, span("c", 3), span("d", 4), span("e", 5)))));
+    Opentelemetry__Proto__Resource__V1__Resource *rsc = r->resource_spans[0]->resource;
+    Opentelemetry__Proto__Common__V1__EntityRef *ref = zalloc(sizeof(*ref));
+    opentelemetry__proto__common__v1__entity_ref__init(ref);
+    ref->schema_url = "s";
+    ref->type = "service";
+    ref->n_id_keys = 2;
+    ref->id_keys = (char **)list(2, "service.name", "service.namespace");
+    ref->n_description_keys = 1;
+    ref->description_keys = (char **)list(1, "host.name");
+    rsc->n_entity_refs = 1;
+    rsc->entity_refs = (Opentelemetry__Proto__Common__V1__EntityRef **)list(1, ref);
+    rsc->dropped_attributes_count = 9;
+    inject(rsc, 77, PROTOBUF_C_WIRE_TYPE_VARINT, "\x01", 1);
+    inject(r->resource_spans[0], 1000, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, "\x01x", 2);
+    return r;
+}
+
+static void test_every_field(void **state)
+{
+    Span *full;
+    struct bytes b = pack(full_request(&full));
+    struct seen seen = {0};
+    assert_int_equal(scan(b, NULL, &seen), 0);
+    assert_int_equal(res.resource_spans, 1);
+    assert_int_equal(res.scope_spans, 2);
+    assert_int_equal(res.spans, 5);
+    assert_int_equal(seen.n, 5);
+    assert_int_equal(ref_check(b.p, b.len, 32).verdict, REF_ACCEPT);
+
+    const struct hs_span_view *v = &seen.v[0];
+    assert_true(str_is(v->trace_id, full->trace_id.data, 16));
+    assert_true(str_is(v->span_id, full->span_id.data, 8));
+    assert_true(str_is(v->parent_span_id, full->parent_span_id.data, 8));
+    assert_true(str_is(v->name, "GET /api/v1/users/{id}", 22));
+    assert_true(str_is(v->service_name, "checkout", 8));
+    assert_true(str_is(v->scope_name, "scope-a", 7));
+    assert_int_equal(v->kind, 2);
+    assert_int_equal(v->status_code, 2);
+    assert_int_equal(v->attributes, 4);
+    assert_int_equal(v->events, 2);
+    assert_int_equal(v->links, 1);
+    assert_int_equal(v->start_ns, full->start_time_unix_nano);
+    assert_int_equal(v->end_ns, full->end_time_unix_nano);
+    struct bytes one = pack(full); /* the view's range is exactly the span's own encoding */
+    assert_int_equal(v->len, one.len);
+    assert_memory_equal(b.p + v->offset, one.p, one.len);
+
+    const char *names[] = {"b", "c", "d", "e"};
+    for (int i = 1; i < 5; i++) { /* the plain spans: no parent, no status, no children */
+        v = &seen.v[i];
+        assert_true(str_is(v->name, names[i - 1], 1));
+        assert_true(str_is(v->scope_name, i < 2 ? "scope-a" : "scope-b", 7));
+        assert_true(str_is(v->service_name, "checkout", 8));
+        assert_int_equal(v->parent_span_id.len, 0);
+        assert_int_equal(v->status_code + v->attributes + v->events + v->links, 0);
+        assert_int_equal(v->trace_id.len, 16);
+        assert_int_equal((uint8_t)v->trace_id.ptr[0], i + 1);
+    }
+}
+
+/* Appends one LEN field (tag, length, payload) to acc. */
+static struct bytes add(struct bytes acc, uint8_t tag, struct bytes payload)
+{
+    uint8_t *p = zalloc(acc.len + 6 + payload.len);
+    size_t n = acc.len;
+    memcpy(p, acc.p, n);
+    p[n++] = tag;
+    for (size_t v = payload.len;; v >>= 7) {
+        p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        if (v <= 0x7f)
+            break;
+    }
+    memcpy(p + n, payload.p, payload.len);
+    return (struct bytes){p, n + payload.len};
+}
+
+static void test_resource_and_scope_after_spans(void **state)
+{
+    Opentelemetry__Proto__Resource__V1__Resource r1, r2;
+    opentelemetry__proto__resource__v1__resource__init(&r1);
+    opentelemetry__proto__resource__v1__resource__init(&r2);
+    r1.n_attributes = 1; /* the resource given twice: merged, so service.name is in the second */
+    r1.attributes = (KV **)list(1, kv("host.name", any_str("h")));
+    r2.n_attributes = 2;
+    r2.attributes = (KV **)list(2, kv("service.name", any_str("late")),
+                                kv("service.name", any_str("ignored: the first one counts")));
+    ScopeSpans *ss = scope_spans(NULL, 1, (Span **)list(1, span("s", 1)));
+    Opentelemetry__Proto__Common__V1__InstrumentationScope scope;
+    opentelemetry__proto__common__v1__instrumentation_scope__init(&scope);
+    scope.name = "after";
+    struct bytes ssb = add(pack(ss), 0x0a, pack(&scope)); /* scope after the spans */
+    struct bytes rs = add((struct bytes){0}, 0x0a, pack(&r1));
+    rs = add(add(rs, 0x12, ssb), 0x0a, pack(&r2)); /* resource, scope_spans, resource again */
+    struct bytes req = add((struct bytes){0}, 0x0a, rs);
+
+    struct seen seen = {0};
+    assert_int_equal(scan(req, NULL, &seen), 0);
+    assert_int_equal(seen.n, 1);
+    assert_true(str_is(seen.v[0].service_name, "late", 4));
+    assert_true(str_is(seen.v[0].scope_name, "after", 5));
+    assert_true(pbc_accepts(req));
+
+    r2.attributes[0] = kv("service.name", any_int(7)); /* not a string: no service name */
+    rs = add(add((struct bytes){0}, 0x12, ssb), 0x0a, pack(&r2));
+    seen.n = 0;
+    assert_int_equal(scan(add((struct bytes){0}, 0x0a, rs), NULL, &seen), 0);
+    assert_int_equal(seen.v[0].service_name.len, 0);
+}
+
+static void test_truncated_everywhere(void **state)
+{
+    Span *full;
+    struct bytes b = pack(full_request(&full));
+    assert_int_equal(scan((struct bytes){b.p, 0}, NULL, NULL), 0); /* empty: valid, no spans */
+    for (size_t k = 1; k < b.len; k++) {
+        struct bytes t = {b.p, k};
+        if (scan(t, NULL, NULL) != HS_EINVAL || res.err[0] == '\0')
+            fail_msg("prefix of %zu bytes of %zu: scanner did not reject it", k, b.len);
+        if (pbc_accepts(t))
+            fail_msg("prefix of %zu bytes: protobuf-c accepts it", k);
+    }
+    /* two requests back to back: a prefix ending between them is a valid request */
+    size_t one = b.len;
+    struct bytes two = {zalloc(2 * one), 2 * one};
+    memcpy(two.p, b.p, one);
+    memcpy(two.p + one, b.p, one);
+    for (size_t k = one - 1; k <= one + 1; k++) {
+        int rc = scan((struct bytes){two.p, k}, NULL, NULL);
+        assert_int_equal(rc, k == one ? 0 : HS_EINVAL);
+        assert_int_equal(pbc_accepts((struct bytes){two.p, k}), k == one);
+    }
+    assert_int_equal(scan(two, NULL, NULL), 0);
+    assert_int_equal(res.spans, 10);
+}
+
+/* --- errors, each with its path -------------------------------------------------------------- */
+
+/* A request of one span `s`, packed. */
+static struct bytes one_span(Span *s)
+{
+    return pack(
+        request("svc", 1, (ScopeSpans **)list(1, scope_spans("sc", 1, (Span **)list(1, s)))));
+}
+
+static void test_wrong_wire_type(void **state)
+{
+    static const struct {
+        uint32_t num;
+        unsigned wt;
+        const char *data;
+        size_t len;
+        const char *msg;
+    } cases[] = {
+        {5, PROTOBUF_C_WIRE_TYPE_VARINT, "\x01", 1, "name: wire type 0 (VARINT), want 2 (LEN)"},
+        {6, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, "\x00", 1,
+         "kind: wire type 2 (LEN), want 0 (VARINT)"},
+        {7, PROTOBUF_C_WIRE_TYPE_VARINT, "\x01", 1,
+         "start_time_unix_nano: wire type 0 (VARINT), want 1 (I64)"},
+        {16, PROTOBUF_C_WIRE_TYPE_64BIT, "12345678", 8, "flags: wire type 1 (I64), want 5 (I32)"},
+        {9, PROTOBUF_C_WIRE_TYPE_32BIT, "1234", 4, "attributes: wire type 5 (I32), want 2 (LEN)"},
+        {15, PROTOBUF_C_WIRE_TYPE_VARINT, "\x00", 1, "status: wire type 0 (VARINT), want 2 (LEN)"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_SIZE(cases); i++) {
+        Span *s = span("x", 1);
+        inject(s, cases[i].num, cases[i].wt, cases[i].data, cases[i].len);
+        struct bytes b = one_span(s);
+        char want[200];
+        snprintf(want, sizeof(want), "resource_spans[0].scope_spans[0].spans[0].%s", cases[i].msg);
+        expect_error(b, NULL, HS_EINVAL, want);
+        assert_false(pbc_accepts(b));
+    }
+    /* deeper: an attribute's key given as a varint */
+    Span *s = span("x", 1);
+    KV *k = kv("k", any_int(1));
+    inject(k, 1, PROTOBUF_C_WIRE_TYPE_VARINT, "\x05", 1);
+    s->n_attributes = 1;
+    s->attributes = (KV **)list(1, k);
+    struct bytes b = one_span(s);
+    expect_error(b, NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[0].spans[0].attributes[0].key: wire type 0 "
+                 "(VARINT), want 2 (LEN)");
+    assert_false(pbc_accepts(b));
+    assert_int_equal(b.p[res.err_offset], 0x08); /* the offset points at the bad tag */
+    static const uint8_t top[] = {0x08, 0x01};
+    expect_error((struct bytes){(uint8_t *)top, 2}, NULL, HS_EINVAL,
+                 "resource_spans: wire type 0 (VARINT), want 2 (LEN)");
+}
+
+static void test_bad_id_lengths(void **state)
+{
+    Span *spans[5];
+    for (int i = 0; i < 5; i++)
+        spans[i] = span("s", (uint8_t)i);
+    spans[4]->trace_id = id(7, 9);
+    Request *r = request("svc", 2,
+                         (ScopeSpans **)list(2, scope_spans("a", 1, (Span **)list(1, span("x", 1))),
+                                             scope_spans("b", 5, spans)));
+    struct bytes b = pack(r);
+    expect_error(b, NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[1].spans[4].trace_id: length 7, want 16");
+    assert_int_equal(b.p[res.err_offset], 0x0a);
+    assert_int_equal(b.p[res.err_offset + 1], 7);
+    assert_true(pbc_accepts(b)); /* a check beyond protobuf-c */
+    assert_int_equal(ref_check(b.p, b.len, 32).verdict, REF_REJECT_RULES);
+
+    spans[4]->trace_id = id(16, 9);
+    spans[4]->span_id = id(3, 9);
+    expect_error(pack(r), NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[1].spans[4].span_id: length 3, want 8");
+    spans[4]->span_id = id(0, 0); /* empty ids are allowed */
+    spans[4]->parent_span_id = id(9, 9);
+    expect_error(pack(r), NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[1].spans[4].parent_span_id: length 9, want 8");
+    spans[4]->parent_span_id = id(8, 9);
+    assert_int_equal(scan(pack(r), NULL, NULL), 0);
+
+    Link *l = zalloc(sizeof(*l));
+    opentelemetry__proto__trace__v1__span__link__init(l);
+    l->trace_id = id(15, 1);
+    spans[2]->n_links = 1;
+    spans[2]->links = (Link **)list(1, l);
+    expect_error(pack(r), NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[1].spans[2].links[0].trace_id: length 15, want 16");
+
+    /* a scalar given twice: the last one counts, for protobuf-c and for us */
+    Span *s = span("x", 1);
+    s->trace_id = id(7, 1);
+    inject(s, 1, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED,
+           "\x10"
+           "0123456789abcdef",
+           17);
+    struct seen seen = {0};
+    assert_int_equal(scan(one_span(s), NULL, &seen), 0);
+    assert_true(str_is(seen.v[0].trace_id, "0123456789abcdef", 16));
+    s = span("x", 1);
+    inject(s, 1, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED,
+           "\x02"
+           "01",
+           3);
+    expect_error(one_span(s), NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[0].spans[0].trace_id: length 2, want 16");
+}
+
+static void test_bad_varints_and_lengths(void **state)
+{
+    Span *s = span("x", 1);
+    inject(s, 10, PROTOBUF_C_WIRE_TYPE_VARINT, "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x80\x01", 11);
+    struct bytes b = one_span(s);
+    expect_error(b, NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[0].spans[0].dropped_attributes_count: varint "
+                 "longer than 10 bytes");
+    assert_false(pbc_accepts(b));
+    s = span("x", 1); /* ten bytes, the last with more than the 64th bit: both take it */
+    inject(s, 10, PROTOBUF_C_WIRE_TYPE_VARINT, "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 10);
+    b = one_span(s);
+    assert_int_equal(scan(b, NULL, NULL), 0);
+    assert_true(pbc_accepts(b));
+
+    s = span("x", 1); /* an attribute whose key runs past the end of the attribute */
+    inject(s, 9, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED,
+           "\x05\x0a\x32"
+           "abc",
+           6);
+    b = one_span(s);
+    expect_error(b, NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[0].spans[0].attributes[0].key: length 50 runs "
+                 "past the end of its message (3 left)");
+    assert_false(pbc_accepts(b));
+
+    static const uint8_t past[] = {0x0a, 0x10, 0x00};
+    expect_error((struct bytes){(uint8_t *)past, 3}, NULL, HS_EINVAL,
+                 "resource_spans: length 16 runs past the end of its message (1 left)");
+    static const uint8_t longlen[] = {0x0a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+    expect_error((struct bytes){(uint8_t *)longlen, 7}, NULL, HS_EINVAL,
+                 "resource_spans: length longer than 5 bytes");
+    assert_false(pbc_accepts((struct bytes){(uint8_t *)longlen, 7}));
+    static const uint8_t cut[] = {0x0a, 0x03, 0x12, 0x01, 0x12}; /* spans' length is missing */
+    expect_error((struct bytes){(uint8_t *)cut, 5}, NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[0].spans: length runs past the end of its "
+                 "message");
+    static const uint8_t longtag[] = {0x8a, 0x80, 0x80, 0x80, 0x80, 0x00};
+    expect_error((struct bytes){(uint8_t *)longtag, 6}, NULL, HS_EINVAL,
+                 "request: tag longer than 5 bytes");
+    assert_false(pbc_accepts((struct bytes){(uint8_t *)longtag, 6}));
+}
+
+static void test_wire_types_and_field_numbers(void **state)
+{
+    static const struct {
+        uint8_t b[6];
+        size_t len;
+        bool pbc; /* what protobuf-c 1.4 says */
+        const char *msg;
+    } cases[] = {
+        {{0xa3, 0x01, 0xa4, 0x01}, 4, false, "field 20: wire type 3 (SGROUP) is not supported"},
+        {{0xa4, 0x01}, 2, false, "field 20: wire type 4 (EGROUP) is not supported"},
+        {{0xa6, 0x01, 0x00}, 3, false, "field 20: wire type 6 (invalid) is not supported"},
+        {{0xa7, 0x01, 0x00}, 3, false, "field 20: wire type 7 (invalid) is not supported"},
+        {{0x02, 0x00}, 2, false, "request: field number 0 is invalid"},
+        /* protobuf-c only refuses field 0 in a one-byte tag; Go decoders refuse it always */
+        {{0x80, 0x00, 0x00}, 3, true, "request: field number 0 is invalid"},
+        {{0xf8, 0xff, 0xff, 0xff, 0x7f, 0x00},
+         6,
+         true,
+         "request: field number 4294967295 is over the maximum 536870911"},
+    };
+    for (size_t i = 0; i < HS_ARRAY_SIZE(cases); i++) {
+        struct bytes b = {(uint8_t *)cases[i].b, cases[i].len};
+        expect_error(b, NULL, HS_EINVAL, cases[i].msg);
+        assert_int_equal(pbc_accepts(b), cases[i].pbc);
+    }
+    static const uint8_t unknown_top[] = {0xa0, 0x01, 0x05, 0xad, 0x01, 1, 2, 3, 4};
+    assert_int_equal(scan((struct bytes){(uint8_t *)unknown_top, 9}, NULL, NULL), 0);
+
+    /* protobuf-c takes a bool of any wire type; gogo-protobuf (Tempo) refuses it, so do we */
+    Any *v = any(0);
+    inject(v, 2, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, "\x01\x01", 2);
+    Span *s = span("x", 1);
+    s->n_attributes = 1;
+    s->attributes = (KV **)list(1, kv("b", v));
+    struct bytes b = one_span(s);
+    expect_error(b, NULL, HS_EINVAL,
+                 "resource_spans[0].scope_spans[0].spans[0].attributes[0].value.bool_value: wire "
+                 "type 2 (LEN), want 0 (VARINT)");
+    assert_int_equal(ref_check(b.p, b.len, 32).verdict, REF_REJECT_RULES);
+}
+
+/* KeyValue.value given more than once: protobuf-c 1.4 merges the AnyValues and fails in some
+ * cases (see merge_value() in otlp_wire.c); we must fail in the same ones. */
+static void test_value_given_twice(void **state)
+{
+    static const struct {
+        bool first_empty;
+        struct {
+            const char *v;
+            size_t n;
+        } extra[3]; /* AnyValue payloads appended after the first value */
+        bool ok;
+    } cases[] = {
+        {true, {{"", 0}}, false},                  /* empty, empty */
+        {false, {{"", 0}, {"", 0}}, false},        /* string, empty (now empty), empty */
+        {true, {{"\x0a\x01x", 3}, {"", 0}}, true}, /* empty, string, empty */
+        {false, {{"\x18\x05", 2}, {"", 0}}, true}, /* string, int, empty: int stays */
+        {false, {{"\x3a\x00", 2}, {"", 0}}, true}, /* string, empty bytes, empty: now empty */
+        {false, {{"\x3a\x00", 2}, {"", 0}, {"", 0}}, false}, /* ... and empty again */
+        {false, {{"\x3a\x01z", 3}, {"", 0}}, true},          /* string, bytes, empty */
+        {true, {{"\x48\x01", 2}}, false},                    /* only unknown fields: empty */
+    };
+    for (size_t i = 0; i < HS_ARRAY_SIZE(cases); i++) {
+        KV *k = kv("k", cases[i].first_empty ? any(0) : any_str("s"));
+        for (int j = 0; j < 3 && cases[i].extra[j].v; j++) {
+            uint8_t buf[8] = {(uint8_t)cases[i].extra[j].n};
+            memcpy(buf + 1, cases[i].extra[j].v, cases[i].extra[j].n);
+            inject(k, 2, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, buf, cases[i].extra[j].n + 1);
+        }
+        Span *s = span("x", 1);
+        s->n_attributes = 1;
+        s->attributes = (KV **)list(1, k);
+        struct bytes b = one_span(s);
+        if (!cases[i].ok)
+            expect_error(b, NULL, HS_EINVAL,
+                         "resource_spans[0].scope_spans[0].spans[0].attributes[0].value: given "
+                         "more than once without a value to merge");
+        else if (scan(b, NULL, NULL) != 0)
+            fail_msg("case %zu: %s", i, res.err);
+        assert_int_equal(pbc_accepts(b), cases[i].ok);
+    }
+}
+
+/* --- limits ------------------------------------------------------------------------------- */
+
+/* An int nested in `depth` - 1 arrays: an attribute value `depth` deep. */
+static Any *nested(int depth)
+{
+    Any *v = any_int(1);
+    while (--depth > 0) {
+        Any *a = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE);
+        a->array_value = zalloc(sizeof(*a->array_value));
+        opentelemetry__proto__common__v1__array_value__init(a->array_value);
+        a->array_value->n_values = 1;
+        a->array_value->values = (Any **)list(1, v);
+        v = a;
+    }
+    return v;
+}
+
+static struct bytes with_value(Any *v)
+{
+    Span *s = span("x", 1);
+    s->n_attributes = 1;
+    s->attributes = (KV **)list(1, kv("deep", v));
+    return one_span(s);
+}
+
+static void test_nesting_limit(void **state)
+{
+    assert_int_equal(scan(with_value(nested(32)), NULL, NULL), 0);
+    struct bytes b = with_value(nested(33));
+    assert_int_equal(scan(b, NULL, NULL), HS_E2BIG);
+    assert_true(pbc_accepts(b)); /* protobuf-c has no limit */
+    assert_int_equal(ref_check(b.p, b.len, 32).verdict, REF_REJECT_DEPTH);
+    /* too long to print whole: the middle of the path goes, both ends and the reason stay */
+    assert_int_equal(strncmp(res.err, "resource_spans[0].scope_spans[0].spans[0].attr", 46), 0);
+    assert_non_null(strstr(res.err, "..."));
+    const char *tail = "values[0]: nested deeper than 32 (limit max_value_depth)";
+    assert_string_equal(res.err + strlen(res.err) - strlen(tail), tail);
+    assert_true(strlen(res.err) < sizeof(res.err));
+
+    struct hs_otlp_limits lim = {.max_value_depth = 3};
+    assert_int_equal(scan(with_value(nested(3)), &lim, NULL), 0);
+    expect_error(with_value(nested(4)), &lim, HS_E2BIG,
+                 "resource_spans[0].scope_spans[0].spans[0].attributes[0].value.array_value."
+                 "values[0].array_value.values[0].array_value.values[0]: nested deeper than 3 "
+                 "(limit max_value_depth)");
+    Any *kvl = any(OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_KVLIST_VALUE);
+    kvl->kvlist_value = zalloc(sizeof(*kvl->kvlist_value));
+    opentelemetry__proto__common__v1__key_value_list__init(kvl->kvlist_value);
+    kvl->kvlist_value->n_values = 1;
+    kvl->kvlist_value->values = (KV **)list(1, kv("in", nested(3)));
+    expect_error(with_value(kvl), &lim, HS_E2BIG,
+                 "resource_spans[0].scope_spans[0].spans[0].attributes[0].value.kvlist_value."
+                 "values[0].value.array_value.values[0].array_value.values[0]: nested deeper "
+                 "than 3 (limit max_value_depth)");
+}
+
+static void test_span_and_attribute_limits(void **state)
+{
+    Request *r = request(
+        "svc", 2,
+        (ScopeSpans **)list(2, scope_spans("a", 2, (Span **)list(2, span("1", 1), span("2", 2))),
+                            scope_spans("b", 2, (Span **)list(2, span("3", 3), span("4", 4)))));
+    struct bytes b = pack(r);
+    struct hs_otlp_limits lim = {.max_spans = 4};
+    assert_int_equal(scan(b, &lim, NULL), 0);
+    lim.max_spans = 3;
+    expect_error(b, &lim, HS_E2BIG,
+                 "resource_spans[0].scope_spans[1].spans: more than 3 in one request (limit "
+                 "max_spans)");
+
+    lim = (struct hs_otlp_limits){.max_attributes = 2};
+    assert_int_equal(scan(b, &lim, NULL), 0); /* the resource has 2 attributes */
+    Span *s = r->resource_spans[0]->scope_spans[1]->spans[1];
+    s->n_attributes = 3;
+    s->attributes = (KV **)list(3, kv("a", any_int(1)), kv("b", any_int(2)), kv("c", any(0)));
+    expect_error(pack(r), &lim, HS_E2BIG,
+                 "resource_spans[0].scope_spans[1].spans[1].attributes: more than 2 (limit "
+                 "max_attributes)");
+    s->n_attributes = 2;
+    Opentelemetry__Proto__Resource__V1__Resource *res_ = r->resource_spans[0]->resource;
+    res_->n_attributes = 3;
+    res_->attributes = (KV **)list(3, kv("a", any_int(1)), kv("b", any_int(2)), kv("c", any(0)));
+    expect_error(pack(r), &lim, HS_E2BIG,
+                 "resource_spans[0].resource.attributes: more than 2 (limit max_attributes)");
+}
+
+static int stop_at_second(void *ud, const struct hs_span_view *v)
+{
+    int *calls = ud;
+    return ++*calls == 2 ? 7 : 0;
+}
+
+static void test_visitor_stops(void **state)
+{
+    Span *full;
+    struct bytes b = pack(full_request(&full));
+    int calls = 0;
+    assert_int_equal(hs_otlp_traces_scan(b.p, b.len, NULL, stop_at_second, &calls, &res), 7);
+    assert_int_equal(calls, 2);
+    assert_string_equal(res.err, ""); /* not an error of the request */
+}
+
+/* --- differential ------------------------------------------------------------------------- */
+
+struct tally {
+    int accepted, rejected, rules; /* rules: protobuf-c took it, our extra rules did not */
+};
+
+/* The scanner must agree with the reference: protobuf-c's unpack plus the rules we add on purpose
+ * (ids of length 0/16 and 0/8, bools as varints, field numbers 1..2^29-1, nesting up to 32),
+ * which ref_check applies by walking the bytes again with protobuf-c's descriptors. */
+static void check_one(const uint8_t *p, size_t len, struct tally *t, const char *what, size_t at)
+{
+    struct ref_result r = ref_check(p, len, 32);
+    int rc = hs_otlp_traces_scan(p, len, NULL, NULL, NULL, &res);
+    if ((rc == 0) != (r.verdict == REF_ACCEPT))
+        fail_msg("%s at %zu: scanner %s (%s), reference verdict %d", what, at,
+                 rc ? "rejects" : "accepts", res.err, r.verdict);
+    if (rc == 0) {
+        assert_int_equal(res.spans, r.spans);
+        assert_int_equal(res.scope_spans, r.scope_spans);
+        assert_int_equal(res.resource_spans, r.resource_spans);
+        t->accepted++;
+    } else {
+        assert_true(res.err[0] != '\0' && res.err_offset <= len);
+        if (r.verdict == REF_REJECT_DEPTH)
+            assert_int_equal(rc, HS_E2BIG);
+        t->rules += r.verdict == REF_REJECT_RULES;
+        t->rejected++;
+    }
+}
+
+static void differential(struct bytes b, struct tally *t)
+{
+    uint8_t *m = malloc(b.len);
+    assert_non_null(m);
+    for (size_t i = 0; i < b.len; i++) {
+        uint8_t o = b.p[i];
+        const uint8_t vals[] = {0x00,
+                                0x01,
+                                0x7f,
+                                0x80,
+                                0xff,
+                                o ^ 0x01,
+                                o ^ 0x02,
+                                o ^ 0x08,
+                                o ^ 0x80,
+                                (uint8_t)(o + 1),
+                                (uint8_t)(o - 1)};
+        for (size_t j = 0; j < sizeof(vals); j++) {
+            if (vals[j] == o)
+                continue;
+            memcpy(m, b.p, b.len);
+            m[i] = vals[j];
+            check_one(m, b.len, t, "byte set", i);
+        }
+        memcpy(m, b.p, i); /* and with byte i deleted */
+        memcpy(m + i, b.p + i + 1, b.len - i - 1);
+        check_one(m, b.len - 1, t, "byte deleted", i);
+    }
+    free(m);
+}
+
+static void test_differential(void **state)
+{
+    Span *full;
+    KV *twice = kv("twice", any_str("s"));
+    inject(twice, 2, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, "\x02\x18\x01", 3);
+    inject(twice, 2, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, "\x00", 1);
+    Span *s = span("x", 1);
+    s->parent_span_id = id(8, 3);
+    s->n_attributes = 2;
+    s->attributes = (KV **)list(2, twice, kv("b", any_str("")));
+    struct bytes inputs[] = {pack(full_request(&full)), one_span(s), with_value(nested(31))};
+    struct tally t = {0};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(inputs); i++) {
+        check_one(inputs[i].p, inputs[i].len, &t, "unchanged", 0);
+        differential(inputs[i], &t);
+    }
+    /* the loop exercised both answers, and the rules beyond protobuf-c */
+    assert_true(t.accepted > 500);
+    assert_true(t.rejected > 5000);
+    assert_true(t.rules > 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_every_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resource_and_scope_after_spans, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_everywhere, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_wire_type, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_id_lengths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_varints_and_lengths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wire_types_and_field_numbers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_value_given_twice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nesting_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_and_attribute_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_visitor_stops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_differential, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
