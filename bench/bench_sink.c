@@ -232,7 +232,6 @@ int main(int argc, char **argv)
         hs_error_free(&err);
         return 1;
     }
-    hs_log_info("bench_sink", "listening on port %d", hs_http_server_port(s.http));
     printf("port=%d\n", hs_http_server_port(s.http));
     fflush(stdout);
 

@@ -208,7 +208,7 @@ static void conn_end(struct hs_http_conn *c)
     stop_parser(c);
     c->state = HS_HTTP_CONN_DRAIN;
     c->write_paused = false;
-    hs_buf_free(&c->pending);
+    hs_buf_reset(&c->pending); /* not freed: the parser may be reading it right now */
     c->shutdown.data = c;
     if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
         conn_close(c);
@@ -216,8 +216,7 @@ static void conn_end(struct hs_http_conn *c)
     }
     conn_read(c, true);
     uint64_t linger = c->srv->conf.read_timeout_ms;
-    conn_arm(c, linger && linger < HS_HTTP_LINGER_MS ? linger : HS_HTTP_LINGER_MS,
-             on_linger_timer);
+    conn_arm(c, linger && linger < HS_HTTP_LINGER_MS ? linger : HS_HTTP_LINGER_MS, on_linger_timer);
 }
 
 /* An answer of ours (not the handler's): the request is abandoned and the connection ends. */
@@ -240,8 +239,9 @@ static void on_idle_timer(uv_timer_t *t)
 static void on_read_timer(uv_timer_t *t)
 {
     struct hs_http_conn *c = t->data;
-    conn_fail(c, 408, "408 request timeout: the request did not arrive whole within "
-                      "read_timeout\n");
+    conn_fail(c, 408,
+              "408 request timeout: the request did not arrive whole within "
+              "read_timeout\n");
 }
 
 static void conn_parse_error(struct hs_http_conn *c, enum http_errno e)
@@ -292,13 +292,15 @@ static size_t conn_parse(struct hs_http_conn *c, const char *data, size_t len)
 static void conn_resume(struct hs_http_conn *c)
 {
     c->write_paused = false;
-    size_t used = conn_parse(c, (const char *)c->pending.data, c->pending.len);
-    if (c->closing || c->stop) {
-        hs_buf_free(&c->pending);
-        return;
+    if (c->pending.len) {
+        size_t used = conn_parse(c, (const char *)c->pending.data, c->pending.len);
+        if (c->closing || c->stop) {
+            hs_buf_free(&c->pending);
+            return;
+        }
+        memmove(c->pending.data, c->pending.data + used, c->pending.len - used);
+        c->pending.len -= used;
     }
-    memmove(c->pending.data, c->pending.data + used, c->pending.len - used);
-    c->pending.len -= used;
     if (!c->write_paused)
         conn_read(c, true);
 }
@@ -483,8 +485,7 @@ static void split_url(const char *u, size_t n, struct hs_str *path, struct hs_st
         if (pu.field_set & (1 << UF_PATH))
             *path = (struct hs_str){u + pu.field_data[UF_PATH].off, pu.field_data[UF_PATH].len};
         if (pu.field_set & (1 << UF_QUERY))
-            *query = (struct hs_str){u + pu.field_data[UF_QUERY].off,
-                                     pu.field_data[UF_QUERY].len};
+            *query = (struct hs_str){u + pu.field_data[UF_QUERY].off, pu.field_data[UF_QUERY].len};
         return;
     }
     const char *hash = memchr(u, '#', n);
@@ -533,14 +534,14 @@ static void conn_dispatch(struct hs_http_conn *c)
         .peer = c->peer,
         .conn = c,
     };
-    split_url(c->url_len ? (const char *)c->head.data : "/", c->url_len ? c->url_len : 1,
-              &req.path, &req.query);
+    split_url(c->url_len ? (const char *)c->head.data : "/", c->url_len ? c->url_len : 1, &req.path,
+              &req.query);
     c->in_dispatch = true;
     s->handler(s->ud, &req);
     c->in_dispatch = false;
     if (!c->responded && !c->closing) {
-        hs_log_error(s->name, "the handler did not answer %s %.*s", req.method,
-                     (int)req.path.len, req.path.ptr);
+        hs_log_error(s->name, "the handler did not answer %s %.*s", req.method, (int)req.path.len,
+                     req.path.ptr);
         hs_http_respond_text(&req, 500, "500 the server did not answer this request\n");
     }
     if (c->end_after)

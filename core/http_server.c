@@ -22,8 +22,7 @@
 const struct hs_config_field hs_http_server_fields_common[] = {
     {"max_request_body_size", HS_CFG_SIZE,
      offsetof(struct hs_http_server_config, max_request_body_size), "20MiB", .min = 1,
-     .max = 1 << 30,
-     .doc = "largest request body as sent (before decompression); larger is a 413"},
+     .max = 1 << 30, .doc = "largest request body as sent (before decompression); larger is a 413"},
     {"read_timeout", HS_CFG_DURATION, offsetof(struct hs_http_server_config, read_timeout_ms),
      "30s", .min = 1, .max = 3600000,
      .doc = "time from a request's first byte to its whole body; slower is a 408"},
@@ -39,38 +38,44 @@ const struct hs_config_field hs_http_server_fields_common[] = {
     {0},
 };
 
+static const struct {
+    int status;
+    const char *reason;
+} reasons[] = {
+    {100, "Continue"},
+    {200, "OK"},
+    {201, "Created"},
+    {202, "Accepted"},
+    {204, "No Content"},
+    {301, "Moved Permanently"},
+    {302, "Found"},
+    {304, "Not Modified"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {408, "Request Timeout"},
+    {409, "Conflict"},
+    {411, "Length Required"},
+    {413, "Content Too Large"},
+    {415, "Unsupported Media Type"},
+    {417, "Expectation Failed"},
+    {422, "Unprocessable Content"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {502, "Bad Gateway"},
+    {503, "Service Unavailable"},
+    {504, "Gateway Timeout"},
+};
+
 const char *hs_http_reason(int status)
 {
-    switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: break;
-    }
+    for (size_t i = 0; i < HS_ARRAY_SIZE(reasons); i++)
+        if (reasons[i].status == status)
+            return reasons[i].reason;
     if (status >= 200 && status < 300)
         return "OK";
     if (status >= 400 && status < 500)
@@ -110,7 +115,8 @@ static int try_listen(const struct addrinfo *ai, int *out)
  * libuv handle, so a failure leaves nothing in the loop. */
 static int open_endpoint(uv_loop_t *loop, const char *host, uint16_t port, int *fd)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     char service[8];
     snprintf(service, sizeof(service), "%u", (unsigned)port);
@@ -129,8 +135,8 @@ static int open_endpoint(uv_loop_t *loop, const char *host, uint16_t port, int *
                 uv_freeaddrinfo(req.addrinfo);
                 return 0;
             }
-            if (rc == UV_EADDRNOTAVAIL)
-                rc = r; /* the first failure says the most */
+            if (rc == UV_EADDRNOTAVAIL || rc == UV_EAFNOSUPPORT)
+                rc = r; /* "in use" says more than "this family is not here" */
         }
     }
     uv_freeaddrinfo(req.addrinfo);
@@ -191,8 +197,10 @@ static void reject(struct hs_http_server *s)
     uv_close((uv_handle_t *)t, on_reject_closed);
     uint32_t suppressed = 0;
     if (hs_ratelimit_allow(&s->full_log, hs_now_ms(), &suppressed))
-        hs_log_warn(s->name, "connection refused: max_connections (%u) reached (%u more refused "
-                    "since the last line)", s->conf.max_connections, suppressed);
+        hs_log_warn(s->name,
+                    "connection refused: max_connections (%u) reached (%u more refused "
+                    "since the last line)",
+                    s->conf.max_connections, suppressed);
 }
 
 static void on_connection(uv_stream_t *listener, int status)

@@ -12,11 +12,11 @@
 #include "http_server.h"
 #include "log.h"
 
-#define HS_HTTP_READ_SIZE 65536           /* one read; the buffer is shared per server */
-#define HS_HTTP_WRITE_HIGH (1u << 20)     /* unread response bytes that stop our reading */
-#define HS_HTTP_WRITE_LOW (256u << 10)    /* ... and that resume it */
-#define HS_HTTP_MAX_HEADERS 512           /* header lines in one request */
-#define HS_HTTP_LINGER_MS 5000            /* longest wait for a client's EOF after our last write */
+#define HS_HTTP_READ_SIZE 65536        /* one read; the buffer is shared per server */
+#define HS_HTTP_WRITE_HIGH (1u << 20)  /* unread response bytes that stop our reading */
+#define HS_HTTP_WRITE_LOW (256u << 10) /* ... and that resume it */
+#define HS_HTTP_MAX_HEADERS 512        /* header lines in one request */
+#define HS_HTTP_LINGER_MS 5000         /* longest wait for a client's EOF after our last write */
 
 struct hs_http_server {
     uv_loop_t *loop;
@@ -26,14 +26,14 @@ struct hs_http_server {
     void *ud;
     struct hs_http_server_config conf; /* endpoint is not kept */
     int port;
-    struct hs_http_conn *conns;        /* every connection until its handles are closed */
+    struct hs_http_conn *conns; /* every connection until its handles are closed */
     size_t nconns;
-    size_t nrejects;                   /* refused connections whose handle is closing */
+    size_t nrejects; /* refused connections whose handle is closing */
     bool closing, listener_closed;
     void (*done)(void *ud);
     void *done_ud;
     struct hs_ratelimit full_log;
-    struct hs_buf scratch;             /* a response head being formatted */
+    struct hs_buf scratch; /* a response head being formatted */
     char rbuf[HS_HTTP_READ_SIZE];
 };
 
@@ -56,11 +56,11 @@ struct hs_http_conn {
     uv_shutdown_t shutdown;
     int open_handles;
     enum hs_http_conn_state state;
-    bool closing;       /* uv_close called: nothing more happens on this connection */
-    bool stop;          /* no more requests are parsed */
+    bool closing; /* uv_close called: nothing more happens on this connection */
+    bool stop;    /* no more requests are parsed */
     bool reading;
-    bool eof;           /* the client sent FIN */
-    bool write_paused;  /* reading stopped until the client reads our responses */
+    bool eof;          /* the client sent FIN */
+    bool write_paused; /* reading stopped until the client reads our responses */
     bool in_dispatch, responded, end_after;
     http_parser parser;
     char peer[64];

@@ -1,15 +1,234 @@
-/* debug.c: the debug exporter (stub while being written). */
-#include <stdlib.h>
+/* debug.c: the debug exporter (otelcol's debug): a human summary of each batch on stdout.
+ * basic: one line per batch; normal: also one line per span, read by the wire scanner without
+ * decoding; detailed: also the batch as one line of OTLP/JSON. */
+#include "exporters/debug.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/common.h"
 #include "core/component.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "pdata/otlp_json.h"
+#include "pdata/otlp_wire.h"
+#include "pdata/traces.h"
+
+enum verbosity { VERBOSITY_BASIC, VERBOSITY_NORMAL, VERBOSITY_DETAILED };
+
+static const char *const verbosity_choices[] = {"basic", "normal", "detailed", NULL};
+
+struct debug_config {
+    char *verbosity;
+};
 
 static const struct hs_config_field debug_fields[] = {
+    {"verbosity", HS_CFG_ENUM, offsetof(struct debug_config, verbosity), "basic",
+     .choices = verbosity_choices,
+     .doc = "basic: a line per batch; normal: and a line per span; detailed: and the OTLP/JSON"},
     {0},
 };
+
+struct debug_exp {
+    struct hs_component base;
+    struct debug_config conf;
+    enum verbosity level;
+    FILE *out;
+    struct hs_buf text; /* one batch's lines, written with one fwrite */
+    bool started, closing;
+    struct hs_metrics *metrics;
+    struct hs_counter *sent, *failed;
+};
+
+static int debug_create(const struct hs_config_node *cfg, const char *path,
+                        struct hs_component **out, struct hs_error *err)
+{
+    struct debug_exp *d = hs_xcalloc(1, sizeof(*d));
+    if (hs_config_decode(debug_fields, cfg, &d->conf, path, err) != 0) {
+        hs_config_free_fields(debug_fields, &d->conf);
+        free(d);
+        return HS_EINVAL;
+    }
+    for (size_t i = 0; verbosity_choices[i]; i++)
+        if (strcmp(d->conf.verbosity, verbosity_choices[i]) == 0)
+            d->level = (enum verbosity)i;
+    d->out = stdout;
+    *out = &d->base;
+    return 0;
+}
+
+void hs_exporter_debug_set_output(struct hs_component *c, FILE *out)
+{
+    hs_container_of(c, struct debug_exp, base)->out = out;
+}
+
+static const char *kind_name(uint32_t kind)
+{
+    static const char *const names[] = {"unspecified", "internal", "server",
+                                        "client",      "producer", "consumer"};
+    return kind < HS_ARRAY_SIZE(names) ? names[kind] : NULL;
+}
+
+static const char *status_name(uint32_t code)
+{
+    static const char *const names[] = {"unset", "ok", "error"};
+    return code < HS_ARRAY_SIZE(names) ? names[code] : NULL;
+}
+
+/* Names come from clients: control bytes (a newline could forge a line of ours) become '?',
+ * and an empty name is shown as "-" so the fields stay countable. */
+static int put_name(struct hs_buf *b, struct hs_str s)
+{
+    if (s.len == 0)
+        return hs_buf_putc(b, '-');
+    size_t start = b->len;
+    if (hs_buf_append(b, s.ptr, s.len) != 0)
+        return HS_ENOMEM;
+    for (size_t i = start; i < b->len; i++)
+        if (b->data[i] < 0x20 || b->data[i] == 0x7f)
+            b->data[i] = '?';
+    return 0;
+}
+
+static int put_hex(struct hs_buf *b, const char *label, struct hs_str id)
+{
+    static const char digits[] = "0123456789abcdef";
+    int rc = hs_buf_printf(b, " %s=", label);
+    if (id.len == 0)
+        return rc | hs_buf_putc(b, '-');
+    for (size_t i = 0; i < id.len; i++) {
+        rc |= hs_buf_putc(b, digits[(unsigned char)id.ptr[i] >> 4]);
+        rc |= hs_buf_putc(b, digits[id.ptr[i] & 15]);
+    }
+    return rc;
+}
+
+/* <service> <name> trace=<hex> span=<hex> parent=<hex|-> kind=<k> dur=<ms> status=<s>
+ * attrs=<n> events=<n>. Returning nonzero stops the scan, which then returns that code. */
+static int debug_span_line(void *ud, const struct hs_span_view *s)
+{
+    struct hs_buf *b = ud;
+    int rc = put_name(b, s->service_name);
+    rc |= hs_buf_putc(b, ' ');
+    rc |= put_name(b, s->name);
+    rc |= put_hex(b, "trace", s->trace_id);
+    rc |= put_hex(b, "span", s->span_id);
+    rc |= put_hex(b, "parent", s->parent_span_id);
+    const char *kind = kind_name(s->kind), *status = status_name(s->status_code);
+    if (kind)
+        rc |= hs_buf_printf(b, " kind=%s", kind);
+    else
+        rc |= hs_buf_printf(b, " kind=%" PRIu32, s->kind);
+    bool neg = s->end_ns < s->start_ns;
+    uint64_t ns = neg ? s->start_ns - s->end_ns : s->end_ns - s->start_ns;
+    rc |= hs_buf_printf(b, " dur=%s%" PRIu64 ".%03" PRIu64 "ms", neg ? "-" : "", ns / 1000000,
+                        ns / 1000 % 1000);
+    if (status)
+        rc |= hs_buf_printf(b, " status=%s", status);
+    else
+        rc |= hs_buf_printf(b, " status=%" PRIu32, s->status_code);
+    rc |= hs_buf_printf(b, " attrs=%" PRIu32 " events=%" PRIu32 "\n", s->attributes, s->events);
+    return rc ? HS_ENOMEM : 0;
+}
+
+static int debug_format(struct debug_exp *d, const struct hs_traces *t)
+{
+    struct hs_buf *b = &d->text;
+    hs_buf_reset(b);
+    int rc = hs_buf_printf(b, "traces: %" PRIu32 " resource spans, %" PRIu32 " spans\n",
+                           t->resource_spans, t->spans);
+    if (rc == 0 && d->level >= VERBOSITY_NORMAL) {
+        struct hs_otlp_scan scan = {0};
+        rc = hs_otlp_traces_scan(t->data, t->len, NULL, debug_span_line, b, &scan);
+        if (rc && rc != HS_ENOMEM) /* the batch was scanned on the way in; this is a bug */
+            rc = hs_buf_printf(b, "traces: unreadable batch: %s\n", scan.err);
+    }
+    if (rc == 0 && d->level >= VERBOSITY_DETAILED) {
+        rc = hs_otlp_wire_to_json(t->data, t->len, b);
+        if (rc == 0)
+            rc = hs_buf_putc(b, '\n');
+    }
+    return rc;
+}
+
+static int debug_consume(struct hs_component *c, struct hs_traces *t)
+{
+    struct debug_exp *d = hs_container_of(c, struct debug_exp, base);
+    if (!d->started || d->closing) {
+        hs_traces_unref(t);
+        return HS_EAGAIN;
+    }
+    uint32_t spans = t->spans;
+    int rc = debug_format(d, t);
+    hs_traces_unref(t);
+    if (rc == 0 && (fwrite(d->text.data, 1, d->text.len, d->out) != d->text.len ||
+                    fflush(d->out) != 0))
+        rc = HS_EIO;
+    if (rc) {
+        hs_counter_add(d->failed, spans);
+        hs_metrics_drop(d->metrics, c->id,
+                        rc == HS_EIO ? "write_failed" : rc == HS_ENOMEM ? "out_of_memory"
+                                                                         : "format_failed",
+                        spans);
+    } else {
+        hs_counter_add(d->sent, spans);
+    }
+    if (d->text.cap > (4u << 20))
+        hs_buf_free(&d->text);
+    return 0;
+}
+
+static bool debug_ready(struct hs_component *c)
+{
+    struct debug_exp *d = hs_container_of(c, struct debug_exp, base);
+    return d->started && !d->closing;
+}
+
+static int debug_start(struct hs_component *c, const struct hs_host *host)
+{
+    struct debug_exp *d = hs_container_of(c, struct debug_exp, base);
+    char labels[256];
+    snprintf(labels, sizeof(labels), "exporter=\"%s\"", c->id);
+    d->metrics = host->metrics;
+    d->sent = hs_metrics_counter(host->metrics, "exporter_sent_spans_total",
+                                 "Spans successfully sent by the exporter", labels);
+    d->failed = hs_metrics_counter(host->metrics, "exporter_send_failed_spans_total",
+                                   "Spans the exporter failed to send", labels);
+    d->started = true;
+    return 0;
+}
+
+/* Nothing of ours is in the loop, so done can be called at once. */
+static void debug_shutdown(struct hs_component *c, hs_done_cb done)
+{
+    struct debug_exp *d = hs_container_of(c, struct debug_exp, base);
+    if (d->closing)
+        return;
+    d->closing = true;
+    done(c);
+}
+
+static void debug_destroy(struct hs_component *c)
+{
+    struct debug_exp *d = hs_container_of(c, struct debug_exp, base);
+    hs_buf_free(&d->text);
+    hs_config_free_fields(debug_fields, &d->conf);
+    free(d);
+}
 
 const struct hs_component_type hs_exporter_debug = {
     .name = "debug",
     .kind = HS_KIND_EXPORTER,
     .signals = HS_SIGNAL_TRACES,
+    .doc = "Prints a summary of each batch on stdout (and each span, or the JSON).",
     .fields = debug_fields,
+    .create = debug_create,
+    .start = debug_start,
+    .consume_traces = debug_consume,
+    .ready = debug_ready,
+    .shutdown = debug_shutdown,
+    .destroy = debug_destroy,
 };

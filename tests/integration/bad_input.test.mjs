@@ -204,6 +204,57 @@ service:
     }
   });
 
+  it('edge cases that must work: empty body, media-type parameters, a body just under the limit (plain and gzip), chunked, pipelined', async () => {
+    let res = await postProto(port, Buffer.alloc(0));
+    assert.equal(res.status, 200, 'an empty request is a full success');
+    const one = [otlp.makeSpan()];
+    res = await request({ port, body: otlp.encodeRequest(one),
+      headers: { 'content-type': 'application/x-protobuf; charset=utf-8' } });
+    assert.equal(res.status, 200, 'application/x-protobuf; charset=utf-8');
+    good.sent.push(...one.map((s) => s.spanId));
+
+    // ~950 KiB of spans against max_request_body_size 1MiB
+    const big = Array.from({ length: 2900 }, () => otlp.makeSpan({
+      attributes: [{ key: 'pad', value: { stringValue: 'x'.repeat(250) } }] }));
+    const bigBody = otlp.encodeRequest(big);
+    assert.ok(bigBody.length > 900 * 1024 && bigBody.length < 1024 * 1024, `${bigBody.length}`);
+    res = await postProto(port, bigBody);
+    assert.equal(res.status, 200, `a ${bigBody.length}-byte body under the 1MiB limit`);
+    good.sent.push(...big.map((s) => s.spanId));
+    const big2 = big.map((s) => ({ ...s, spanId: otlp.hexId(8) }));
+    res = await postProto(port, gzipSync(otlp.encodeRequest(big2)), { 'content-encoding': 'gzip' });
+    assert.equal(res.status, 200, 'a gzip body expanding to just under the limit');
+    good.sent.push(...big2.map((s) => s.spanId));
+
+    // Transfer-Encoding: chunked, within and past the limit
+    const chunkedHead = 'POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      'Content-Type: application/x-protobuf\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n';
+    const cs = [otlp.makeSpan(), otlp.makeSpan()];
+    const cb = otlp.encodeRequest(cs);
+    const half = Math.floor(cb.length / 2);
+    const chunked = Buffer.concat([Buffer.from(chunkedHead),
+      Buffer.from(`${half.toString(16)}\r\n`), cb.subarray(0, half), Buffer.from('\r\n'),
+      Buffer.from(`${(cb.length - half).toString(16)}\r\n`), cb.subarray(half), Buffer.from('\r\n0\r\n\r\n')]);
+    let raw = await rawExchange(port, chunked, { timeoutMs: 3000 });
+    assert.equal(parseRawResponse(raw.data)?.status, 200, `chunked body: ${raw.data.toString().slice(0, 200)}`);
+    good.sent.push(...cs.map((s) => s.spanId));
+    const over = [Buffer.from(chunkedHead)];
+    for (let i = 0; i < 20; i += 1) over.push(Buffer.from('10000\r\n'), Buffer.alloc(0x10000, 0x41), Buffer.from('\r\n'));
+    over.push(Buffer.from('0\r\n\r\n'));
+    raw = await rawExchange(port, Buffer.concat(over), { timeoutMs: 3000 });
+    assert.equal(parseRawResponse(raw.data)?.status, 413, `1.25 MiB chunked body: ${raw.data.toString().slice(0, 200)}`);
+
+    // two requests pipelined on one connection, then a GET: three answers, in order
+    const ps = [[otlp.makeSpan()], [otlp.makeSpan()]];
+    const frame = (b) => Buffer.concat([Buffer.from('POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      `Content-Type: application/x-protobuf\r\nContent-Length: ${b.length}\r\n\r\n`), b]);
+    raw = await rawExchange(port, Buffer.concat([frame(otlp.encodeRequest(ps[0])), frame(otlp.encodeRequest(ps[1])),
+      Buffer.from('GET /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n')]), { timeoutMs: 3000 });
+    assert.deepEqual(raw.data.toString('latin1').match(/^HTTP\/1\.1 \d{3}/gm),
+      ['HTTP/1.1 200', 'HTTP/1.1 200', 'HTTP/1.1 405'], 'pipelined answers');
+    good.sent.push(...ps.flat().map((s) => s.spanId));
+  });
+
   it('the good client only ever saw 200, all its spans reached the sink, hotspan still answers', async () => {
     goodRunning = false;
     await goodLoop;

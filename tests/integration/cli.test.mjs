@@ -218,6 +218,31 @@ service:
     } finally { await stopOk(hs); }
   });
 
+  it('two receivers (otlp, otlp/2) feed one pipeline, each on its own port', async () => {
+    const sink = await newSink();
+    const hs = await startHotspan(`receivers:
+  otlp:
+    protocols:
+      http: {endpoint: 127.0.0.1:0}
+  otlp/2:
+    protocols:
+      http: {endpoint: 127.0.0.1:0}
+processors:
+  batch: {timeout: 50ms}
+exporters:
+  otlp: {endpoint: http://127.0.0.1:${sink.port}}
+service:
+  telemetry: {admin: 127.0.0.1:0}
+  pipelines:
+    traces: {receivers: [otlp, otlp/2], processors: [batch], exporters: [otlp]}
+`, { waitFor: ['otlp', 'otlp/2', 'admin'] });
+    try {
+      assert.notEqual(hs.ports.otlp, hs.ports['otlp/2']);
+      await sendAndExpect(hs, sink);
+      await sendAndExpect({ ports: { otlp: hs.ports['otlp/2'] } }, sink);
+    } finally { await stopOk(hs); }
+  });
+
   it('SIGTERM flushes spans still in the batch processor, then exits 0', async () => {
     const sink = await newSink();
     const hs = await startHotspan(`receivers:

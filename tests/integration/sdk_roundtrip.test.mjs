@@ -9,7 +9,7 @@ import { startHotspan } from './lib/hotspan.mjs';
 import { startSink } from './lib/sink.mjs';
 import { fetchMetrics, metric } from './lib/metrics.mjs';
 import { makeSpans, exportSpans } from './lib/sdk.mjs';
-import { postProto } from './lib/http.mjs';
+import { postProto, request } from './lib/http.mjs';
 import * as otlp from './lib/otlp.mjs';
 
 // proto3: an absent sub-message equals an empty one; toObject gives null for the former.
@@ -148,6 +148,49 @@ service:
       `the gunzipped body at the sink lacks the unknown-field bytes ${unknown.toString('hex')}`);
     const got = otlp.flattenSpans(rec.decoded).find((s) => s.span.spanId === span.spanId);
     assert.equal(got.span.name, 'with-unknown-fields');
+  });
+
+  it('hand-made OTLP/JSON (every value form, escapes, unknown keys) arrives as protobufjs reads it', async () => {
+    // Each case is one span; the expected reading is protobufjs's fromObject of the same JSON
+    // (with hex ids), so hotspan's JSON→protobuf conversion is checked field by field.
+    const cases = {
+      upperHexIds: { traceId: otlp.hexId(16).toUpperCase(), spanId: otlp.hexId(8).toUpperCase(), parentSpanId: '1111111111111111' },
+      bytesValue: { attributes: [{ key: 'b', value: { bytesValue: Buffer.from([0, 1, 2, 255]).toString('base64') } }] },
+      kvlistNested: { attributes: [{ key: 'k', value: { kvlistValue: { values: [
+        { key: 'x', value: { intValue: '5' } },
+        { key: 'y', value: { arrayValue: { values: [{ boolValue: true }, { kvlistValue: { values: [] } }, { arrayValue: { values: [] } }] } } }] } } }] },
+      int64AsNumber: { attributes: [{ key: 'n', value: { intValue: 42 } }], startTimeUnixNano: 1700000000000000000 },
+      int64Min: { attributes: [{ key: 'n', value: { intValue: '-9223372036854775808' } }, { key: 'm', value: { intValue: '9223372036854775807' } }] },
+      doubleSpecial: { attributes: [{ key: 'nan', value: { doubleValue: 'NaN' } }, { key: 'inf', value: { doubleValue: 'Infinity' } },
+        { key: 'ninf', value: { doubleValue: '-Infinity' } }, { key: 'int', value: { doubleValue: 3 } }, { key: 'neg0', value: { doubleValue: -0.0 } }] },
+      unknownKeys: { fooBar: { a: [1, 2, { b: null }] }, attributes: [{ key: 'a', value: { stringValue: 'x' }, extra: 1 }] },
+      emptyValues: { attributes: [{ key: 'e', value: {} }, { key: 'e2' }, { key: 's', value: { stringValue: '' } }, { key: 'z', value: { intValue: '0' } }] },
+      escapes: { name: 'q"b\\s/\n\t\u0001é😀', attributes: [{ key: '☃', value: { stringValue: '\ud83d\ude00 \u2028' } }] },
+      nulInString: { name: 'nul\u0000inside', attributes: [{ key: 'k', value: { stringValue: 'a\u0000b' } }] },
+      flagsStatusKind: { flags: 769, status: { code: 2, message: 'bad' }, kind: 5, traceState: 'a=b,c=d' },
+      eventsAndCounts: { events: [{ timeUnixNano: '1700000000000000001', name: 'e', attributes: [{ key: 'q', value: { doubleValue: 1.5 } }],
+        droppedAttributesCount: 3 }], droppedEventsCount: 2, droppedLinksCount: 1, droppedAttributesCount: 7 },
+      links: { links: [{ traceId: '0102030405060708090a0b0c0d0e0f10', spanId: '0102030405060708', traceState: 'x=y', flags: 1,
+        attributes: [{ key: 'l', value: { stringValue: 'v' } }], droppedAttributesCount: 1 }] },
+      nulls: { traceState: null, events: null, status: null },
+    };
+    const spans = Object.entries(cases).map(([name, over]) => ({ ...otlp.makeSpan({ name }), ...over }));
+    const json = JSON.stringify({ resourceSpans: [{
+      resource: { attributes: [{ key: 'service.name', value: { stringValue: 'json-hand' } }], droppedAttributesCount: 1 },
+      schemaUrl: 'https://opentelemetry.io/schemas/1.26.0',
+      scopeSpans: [{ scope: { name: 'sc', version: '1', attributes: [{ key: 'sa', value: { stringValue: 'v' } }], droppedAttributesCount: 2 },
+        schemaUrl: 'https://opentelemetry.io/schemas/1.27.0', spans }] }] });
+    const expected = new Map(otlp.flattenSpans(otlp.decodeTraceRequestJson(json)).map((x) => [x.span.spanId, x]));
+    const res = await request({ port: hs.ports.otlp, body: json, headers: { 'content-type': 'application/json' } });
+    assert.equal(res.status, 200, `hand-made JSON answered ${res.status}: ${res.body}`);
+    sentToHotspan += spans.length;
+    const arrived = () => sink.spans().filter((x) => expected.has(x.span.spanId));
+    await sink.waitFor(() => arrived().length >= spans.length, 10000,
+      () => `${arrived().length}/${spans.length} hand-made JSON spans arrived`);
+    for (const got of arrived()) {
+      const want = expected.get(got.span.spanId);
+      assert.deepEqual(normalize(got), normalize(want), `JSON case "${want.span.name}"`);
+    }
   });
 
   it('N sent = N received, no span id twice, counters agree', async () => {

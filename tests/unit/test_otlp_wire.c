@@ -377,7 +377,8 @@ static struct bytes add(struct bytes acc, uint8_t tag, struct bytes payload)
 {
     uint8_t *p = zalloc(acc.len + 6 + payload.len);
     size_t n = acc.len;
-    memcpy(p, acc.p, n);
+    if (n)
+        memcpy(p, acc.p, n);
     p[n++] = tag;
     for (size_t v = payload.len;; v >>= 7) {
         p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
@@ -844,6 +845,21 @@ static void differential(struct bytes b, struct tally *t)
     free(m);
 }
 
+/* HS_WRITE_SEEDS=DIR: also writes the inputs as the fuzzer's seeds (tests/fuzz/corpus/otlp_wire
+ * was made so). */
+static void write_seeds(const struct bytes *in, size_t n)
+{
+    const char *dir = getenv("HS_WRITE_SEEDS");
+    for (size_t i = 0; dir && i < n; i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/seed-%zu.bin", dir, i);
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(in[i].p, 1, in[i].len, f), in[i].len);
+        fclose(f);
+    }
+}
+
 static void test_differential(void **state)
 {
     Span *full;
@@ -855,6 +871,7 @@ static void test_differential(void **state)
     s->n_attributes = 2;
     s->attributes = (KV **)list(2, twice, kv("b", any_str("")));
     struct bytes inputs[] = {pack(full_request(&full)), one_span(s), with_value(nested(31))};
+    write_seeds(inputs, HS_ARRAY_SIZE(inputs));
     struct tally t = {0};
     for (size_t i = 0; i < HS_ARRAY_SIZE(inputs); i++) {
         check_one(inputs[i].p, inputs[i].len, &t, "unchanged", 0);

@@ -78,13 +78,13 @@ static void test_every_error_at_once(void **state)
     assert_int_equal(load(yaml, &err, NULL), HS_EINVAL);
     assert_true(has_line(&err, "t.yaml:3:3: receivers.zipkin: unknown receiver type (known: "
                                "otlp)"));
-    assert_true(has_line(&err, "t.yaml:5:21: processors.batch.timeout: \"30x\" is not a "
+    assert_true(has_line(&err, "t.yaml:5:20: processors.batch.timeout: \"30x\" is not a "
                                "duration (try 30s)"));
     assert_true(has_line(&err, "t.yaml:8:1: extensions: unknown key (known: receivers, "
                                "processors, exporters, service)"));
-    assert_true(has_line(&err, "t.yaml:13:32: service.pipelines.traces.processors: processor "
+    assert_true(has_line(&err, "t.yaml:13:27: service.pipelines.traces.processors: processor "
                                "\"nope\" is not defined under processors"));
-    assert_true(has_line(&err, "t.yaml:14:31: service.pipelines.traces.exporters: exporter "
+    assert_true(has_line(&err, "t.yaml:14:26: service.pipelines.traces.exporters: exporter "
                                "\"otlp/tempo\" is not defined under exporters"));
     assert_true(has_line(&err, "t.yaml:15:5: service.pipelines.metrics: unknown pipeline "
                                "signal (known: traces, traces/NAME)"));

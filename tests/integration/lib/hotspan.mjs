@@ -186,6 +186,7 @@ export async function startHotspan(yamlText, {
       const w = (line) => {
         if (line === null) {
           clearTimeout(timer); lineWaiters.delete(w);
+          cleanup();
           rej(new Error(`hotspan exited (${JSON.stringify(exited)}) during start-up; ` +
             `config:\n${yamlText}\nlog:\n${stderrText}`));
         } else if (ready()) {
@@ -200,7 +201,7 @@ export async function startHotspan(yamlText, {
           `${startTimeoutMs} ms (have ${JSON.stringify(ports)})\nlog:\n${stderrText}`));
       }, startTimeoutMs);
       lineWaiters.add(w);
-      proc.on('error', (e) => { clearTimeout(timer); lineWaiters.delete(w); rej(e); });
+      proc.on('error', (e) => { clearTimeout(timer); lineWaiters.delete(w); cleanup(); rej(e); });
     });
   }
 
