@@ -36,6 +36,7 @@ static const char usage[] =
 struct run {
     uv_loop_t loop;
     uv_signal_t sigterm, sigint;
+    uv_timer_t deadline; /* service.shutdown_timeout */
     struct hs_service *svc;
     bool stopping;
     bool started;
@@ -96,6 +97,25 @@ static void drained(void *ud)
     struct run *r = ud;
     uv_close((uv_handle_t *)&r->sigterm, NULL);
     uv_close((uv_handle_t *)&r->sigint, NULL);
+    uv_close((uv_handle_t *)&r->deadline, NULL);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    struct run *r = t->data;
+    hs_log_error(NULL, "service.shutdown_timeout (%llu ms) passed before the exporters sent "
+                       "everything: exiting; what they still held is lost",
+                 (unsigned long long)hs_service_shutdown_timeout(r->svc));
+    exit(EXIT_RUNTIME);
+}
+
+static void begin_shutdown(struct run *r)
+{
+    r->stopping = true;
+    uint64_t ms = hs_service_shutdown_timeout(r->svc);
+    if (ms)
+        uv_timer_start(&r->deadline, on_deadline, ms, 0);
+    hs_service_shutdown(r->svc, drained, r);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -106,10 +126,9 @@ static void on_signal(uv_signal_t *h, int signum)
                      signum == SIGINT ? "SIGINT" : "SIGTERM");
         exit(EXIT_RUNTIME);
     }
-    r->stopping = true;
     hs_log_info(NULL, "%s received: draining (send it again to exit at once)",
                 signum == SIGINT ? "SIGINT" : "SIGTERM");
-    hs_service_shutdown(r->svc, drained, r);
+    begin_shutdown(r);
 }
 
 static int run(const char *path)
@@ -122,7 +141,8 @@ static int run(const char *path)
     uv_loop_init(&r.loop);
     uv_signal_init(&r.loop, &r.sigterm);
     uv_signal_init(&r.loop, &r.sigint);
-    r.sigterm.data = r.sigint.data = &r;
+    uv_timer_init(&r.loop, &r.deadline);
+    r.sigterm.data = r.sigint.data = r.deadline.data = &r;
     uv_signal_start(&r.sigterm, on_signal, SIGTERM);
     uv_signal_start(&r.sigint, on_signal, SIGINT);
 
@@ -131,10 +151,8 @@ static int run(const char *path)
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(NULL, "%s", err.lines[i]);
     hs_error_free(&err);
-    if (srv) {
-        r.stopping = true;
-        hs_service_shutdown(r.svc, drained, &r);
-    }
+    if (srv)
+        begin_shutdown(&r);
     uv_run(&r.loop, UV_RUN_DEFAULT);
     hs_service_free(r.svc);
     if (uv_loop_close(&r.loop) != 0) {

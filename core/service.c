@@ -80,6 +80,7 @@ struct hs_service {
     struct hs_admin *admin;
     uv_loop_t *loop;
     uint64_t started_ms;
+    uint64_t shutdown_ms; /* service.shutdown_timeout; 0 = wait until everything is sent */
     /* shutdown */
     int phase;             /* 0 receivers, 1 processors, 2 exporters, 3 done */
     size_t pending;        /* components whose done has not fired yet in this phase */
@@ -418,9 +419,16 @@ int hs_service_load(const char *file, const char *text, size_t len, struct hs_se
     const struct hs_config_node *svc = hs_config_get(root, "service");
     const struct hs_config_node *procs = hs_config_get(root, "processors");
     const struct hs_config_node *tel = svc ? hs_config_get(svc, "telemetry") : NULL;
-    for (const struct hs_config_node *n = svc ? svc->child : NULL; n; n = n->next)
-        if (strcmp(n->key, "telemetry") != 0 && strcmp(n->key, "pipelines") != 0)
-            key_error(err, n, "service", "unknown key (known: pipelines, telemetry)");
+    for (const struct hs_config_node *n = svc ? svc->child : NULL; n; n = n->next) {
+        if (strcmp(n->key, "shutdown_timeout") == 0) {
+            if (n->kind != HS_NODE_SCALAR || hs_parse_duration_ms(n->value, &s->shutdown_ms))
+                hs_config_errorf(err, n, "service.shutdown_timeout",
+                                 "not a duration (e.g. 30s; 0 waits until all is sent)");
+        } else if (strcmp(n->key, "telemetry") != 0 && strcmp(n->key, "pipelines") != 0) {
+            key_error(err, n, "service",
+                      "unknown key (known: pipelines, shutdown_timeout, telemetry)");
+        }
+    }
     hs_config_decode(telemetry_fields, tel, &s->tel, "service.telemetry", err);
     load_section(s, root, HS_KIND_RECEIVER, &s->receivers, &s->nreceivers, err);
     load_section(s, root, HS_KIND_EXPORTER, &s->exporters, &s->nexporters, err);
@@ -441,6 +449,11 @@ int hs_service_load(const char *file, const char *text, size_t len, struct hs_se
 fail:
     hs_service_free(s);
     return HS_EINVAL;
+}
+
+uint64_t hs_service_shutdown_timeout(const struct hs_service *s)
+{
+    return s->shutdown_ms;
 }
 
 void hs_service_free(struct hs_service *s)

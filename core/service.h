@@ -4,6 +4,7 @@
 #define HS_SERVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "errors.h"
@@ -22,6 +23,10 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
 /* Ordered drain: receivers stop accepting, processors flush front to back, exporters send what
  * they hold; then done(ud). Safe to call once after start. */
 void hs_service_shutdown(struct hs_service *s, void (*done)(void *ud), void *ud);
+
+/* service.shutdown_timeout in ms: how long a drain may take before the process gives up and
+ * exits 1 (0 = until everything accepted is sent). */
+uint64_t hs_service_shutdown_timeout(const struct hs_service *s);
 
 /* Frees a service that was never started, or whose shutdown has completed. */
 void hs_service_free(struct hs_service *s);

@@ -156,7 +156,7 @@ static int file_write_line(struct file_exp *f)
             continue;
         if (n <= 0) {
             rc = n < 0 ? -errno : HS_EIO;
-            if (0 && done && ftruncate(f->fd, (off_t)f->size) != 0)
+            if (done && ftruncate(f->fd, (off_t)f->size) != 0)
                 f->size += done; /* the partial line stays; count it toward rotation */
             log_errno(f, "write", rc);
             return rc;

@@ -274,6 +274,33 @@ service:
     assert.equal(got.length, 10, 'spans flushed to the sink before exit');
   });
 
+  it('service.shutdown_timeout bounds a drain the backend never lets finish: exit 1, said in the log', async () => {
+    const sink = await newSink();
+    await sink.down();
+    const hs = await startHotspan(`receivers:
+  otlp:
+    protocols:
+      http: {endpoint: 127.0.0.1:0}
+exporters:
+  otlp:
+    endpoint: http://127.0.0.1:${sink.port}
+    retry_on_failure: {initial_interval: 50ms, max_interval: 100ms, max_elapsed_time: 0}
+service:
+  shutdown_timeout: 500ms
+  telemetry: {admin: 127.0.0.1:0}
+  pipelines:
+    traces: {receivers: [otlp], exporters: [otlp]}
+`);
+    const res = await postProto(hs.ports.otlp, otlp.encodeRequest([otlp.makeSpan()]));
+    assert.equal(res.status, 200);
+    const t0 = Date.now();
+    const r = await hs.stop();
+    assert.equal(r.code, 1, `exit code when the drain times out\n${r.logs.slice(-20).join('\n')}`);
+    assert.ok(Date.now() - t0 < 5000, 'exited soon after the 500ms shutdown_timeout');
+    assert.ok(r.logs.some((l) => /shutdown_timeout \(500 ms\) passed/.test(l)),
+      `the log says why\n${r.logs.slice(-20).join('\n')}`);
+  });
+
   it('/healthz answers 200', async () => {
     const sink = await newSink();
     const hs = await startHotspan(GOOD(sink.port));

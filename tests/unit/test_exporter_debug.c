@@ -1,0 +1,219 @@
+/* test_exporter_debug.c: the debug exporter's output at each verbosity (the exact summary and span
+ * lines, then the JSON), names that cannot forge lines, its counters, config errors and
+ * lifecycle. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/component.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "exporters/debug.h"
+#include "pdata/otlp_json.h"
+#include "pdata/traces.h"
+
+extern const struct hs_component_type hs_exporter_debug;
+
+struct fixture {
+    struct hs_metrics *m;
+    struct hs_config_doc doc;
+    struct hs_component *c;
+    FILE *out;
+    char *text;
+    size_t len;
+};
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof(*fx));
+    fx->m = hs_metrics_new();
+    fx->out = open_memstream(&fx->text, &fx->len);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    if (fx->c)
+        hs_exporter_debug.destroy(fx->c);
+    hs_config_doc_free(&fx->doc);
+    hs_metrics_free(fx->m);
+    fclose(fx->out);
+    free(fx->text);
+    free(fx);
+    return 0;
+}
+
+static int create(struct fixture *fx, const char *yaml, struct hs_error *err)
+{
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &fx->doc, err), 0);
+    int rc = hs_exporter_debug.create(fx->doc.root, "exporters.debug", &fx->c, err);
+    if (rc == 0) {
+        fx->c->type = &hs_exporter_debug;
+        fx->c->id = "debug";
+        fx->c->metrics = fx->m;
+        hs_exporter_debug_set_output(fx->c, fx->out);
+    }
+    return rc;
+}
+
+static void start(struct fixture *fx, const char *yaml)
+{
+    struct hs_error err = {0};
+    if (create(fx, yaml, &err))
+        fail_msg("create: %s", err.lines[0]);
+    struct hs_host host = {.metrics = fx->m};
+    assert_int_equal(hs_exporter_debug.start(fx->c, &host), 0);
+}
+
+/* Two resources: a service with a server span (12.345 ms, error, 2 attributes, 1 event) and a
+ * child, and one without service.name whose span's name holds a newline. */
+static const char *BATCH =
+    "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+    "\"value\":{\"stringValue\":\"checkout\"}}]},\"scopeSpans\":[{\"spans\":["
+    "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"eee19b7ec3c1b174\","
+    "\"name\":\"GET /cart\",\"kind\":2,\"startTimeUnixNano\":\"1000000000\","
+    "\"endTimeUnixNano\":\"1012345678\",\"attributes\":[{\"key\":\"a\",\"value\":{\"intValue\":1}},"
+    "{\"key\":\"b\",\"value\":{}}],\"events\":[{\"name\":\"e\"}],\"status\":{\"code\":2}},"
+    "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"0000000000000001\","
+    "\"parentSpanId\":\"eee19b7ec3c1b174\",\"name\":\"SELECT\",\"kind\":3,"
+    "\"startTimeUnixNano\":\"1000000000\",\"endTimeUnixNano\":\"1000000999\","
+    "\"status\":{\"code\":1}}]}]},"
+    "{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\","
+    "\"spanId\":\"1112131415161718\",\"name\":\"evil\\ncheckout x\",\"kind\":9}]}]}]}";
+
+static const char *SPAN_LINES =
+    "checkout GET /cart trace=5b8efff798038103d269b633813fc60c span=eee19b7ec3c1b174 parent=- "
+    "kind=server dur=12.345ms status=error attrs=2 events=1\n"
+    "checkout SELECT trace=5b8efff798038103d269b633813fc60c span=0000000000000001 "
+    "parent=eee19b7ec3c1b174 kind=client dur=0.000ms status=ok attrs=0 events=0\n"
+    "- evil?checkout x trace=0102030405060708090a0b0c0d0e0f10 span=1112131415161718 parent=- "
+    "kind=9 dur=0.000ms status=unset attrs=0 events=0\n";
+
+static struct hs_traces *batch(struct hs_buf *wire_copy)
+{
+    struct hs_buf wire = {0};
+    char err[256];
+    assert_int_equal(hs_otlp_json_to_wire(BATCH, strlen(BATCH), &wire, err, sizeof(err)), 0);
+    if (wire_copy)
+        hs_buf_append(wire_copy, wire.data, wire.len);
+    return hs_traces_wrap(wire.data, wire.len, wire.cap, 3, 2);
+}
+
+static const char *output(struct fixture *fx)
+{
+    fflush(fx->out);
+    return fx->text ? fx->text : "";
+}
+
+static uint64_t metric(struct fixture *fx, const char *series)
+{
+    struct hs_buf out = {0};
+    assert_int_equal(hs_metrics_render(fx->m, &out), 0);
+    hs_buf_putc(&out, '\0');
+    const char *p = strstr((char *)out.data, series);
+    uint64_t v = p ? strtoull(p + strlen(series), NULL, 10) : UINT64_MAX;
+    hs_buf_free(&out);
+    return v;
+}
+
+static void test_basic(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "{}"); /* basic is the default */
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, batch(NULL)), 0);
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, batch(NULL)), 0);
+    assert_string_equal(output(fx), "traces: 2 resource spans, 3 spans\n"
+                                    "traces: 2 resource spans, 3 spans\n");
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_spans_total{exporter=\"debug\"} "), 6);
+}
+
+static void test_normal(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: normal");
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, batch(NULL)), 0);
+    char want[1024];
+    snprintf(want, sizeof(want), "traces: 2 resource spans, 3 spans\n%s", SPAN_LINES);
+    assert_string_equal(output(fx), want);
+}
+
+static void test_detailed(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: detailed");
+    struct hs_buf wire = {0};
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, batch(&wire)), 0);
+    const char *out = output(fx);
+    char head[1024];
+    snprintf(head, sizeof(head), "traces: 2 resource spans, 3 spans\n%s", SPAN_LINES);
+    assert_memory_equal(out, head, strlen(head));
+
+    /* then one line of JSON holding the same batch */
+    const char *json = out + strlen(head);
+    const char *nl = strchr(json, '\n');
+    assert_non_null(nl);
+    assert_string_equal(nl + 1, "");
+    struct hs_buf back = {0};
+    char err[256];
+    assert_int_equal(hs_otlp_json_to_wire(json, (size_t)(nl - json), &back, err, sizeof(err)), 0);
+    assert_int_equal(back.len, wire.len);
+    assert_memory_equal(back.data, wire.data, wire.len);
+    hs_buf_free(&back);
+    hs_buf_free(&wire);
+}
+
+static void test_config_error(void **state)
+{
+    struct fixture *fx = *state;
+    struct hs_error err = {0};
+    assert_int_equal(create(fx, "verbosity: loud", &err), HS_EINVAL);
+    assert_null(fx->c);
+    assert_int_equal(err.count, 1);
+    assert_string_equal(err.lines[0], "t.yaml:1:12: exporters.debug.verbosity: \"loud\" is not "
+                                      "one of: basic, normal, detailed");
+    hs_error_free(&err);
+}
+
+static int done_calls;
+
+static void on_done(struct hs_component *c)
+{
+    done_calls++;
+}
+
+static void test_lifecycle(void **state)
+{
+    struct fixture *fx = *state;
+    struct hs_error err = {0};
+    done_calls = 0;
+    assert_int_equal(create(fx, "{}", &err), 0);
+    assert_false(hs_exporter_debug.ready(fx->c));
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, batch(NULL)), HS_EAGAIN);
+    hs_exporter_debug.shutdown(fx->c, on_done); /* before start */
+    hs_exporter_debug.shutdown(fx->c, on_done); /* and twice */
+    assert_int_equal(done_calls, 1);
+    assert_string_equal(output(fx), "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_basic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_normal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_detailed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
