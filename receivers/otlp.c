@@ -186,46 +186,91 @@ static void answer_ok(struct hs_http_request *req, enum body_type type)
         hs_http_respond(req, 200, "application/x-protobuf", NULL, 0, "", 0);
 }
 
-/* The decompressed body, in a buffer the batch can own. */
-static int take_body(struct otlp *r, struct hs_http_request *req, enum body_type type,
-                     struct hs_buf *out)
+/* Gunzips the body into `out` when it is compressed; otherwise leaves `out` empty and the body
+ * is read where it lies (copied only once it is known to be valid and wanted). */
+static int decompress_body(struct otlp *r, struct hs_http_request *req, enum body_type type,
+                           struct hs_buf *out)
 {
     const struct hs_str *enc = hs_http_request_header(req, "content-encoding");
     uint64_t limit = r->conf.protocols.http.server.max_request_body_size;
-    if (enc && enc->len && !hs_str_ieq(*enc, "identity")) {
-        if (!hs_str_ieq(*enc, "gzip") && !hs_str_ieq(*enc, "x-gzip")) {
-            char msg[160];
-            snprintf(msg, sizeof(msg), "unsupported Content-Encoding \"%.*s\" (supported: gzip)",
-                     (int)HS_MIN(enc->len, 40), enc->ptr);
-            respond_status(req, type, 415, CODE_INVALID_ARGUMENT, msg, NULL, 0);
-            return HS_EINVAL;
-        }
-        const char *why = NULL;
-        int rc = hs_gunzip(req->body, req->body_len, limit, out, &why);
-        if (rc == HS_E2BIG) {
-            char msg[160];
-            snprintf(msg, sizeof(msg), "decompressed body exceeds max_request_body_size (%llu bytes)",
-                     (unsigned long long)limit);
-            reject(r, req, type, 413, "too_large", msg);
-        } else if (rc) {
-            reject(r, req, type, 400, "bad_gzip", why ? why : hs_strerror(rc));
-        }
-        return rc;
+    if (!enc || !enc->len || hs_str_ieq(*enc, "identity"))
+        return 0;
+    if (!hs_str_ieq(*enc, "gzip") && !hs_str_ieq(*enc, "x-gzip")) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "unsupported Content-Encoding \"%.*s\" (supported: gzip)",
+                 (int)HS_MIN(enc->len, 40), enc->ptr);
+        respond_status(req, type, 415, CODE_INVALID_ARGUMENT, msg, NULL, 0);
+        return HS_EINVAL;
     }
-    if (hs_buf_append(out, req->body, req->body_len) != 0) {
-        respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", NULL, 0);
-        return HS_ENOMEM;
+    const char *why = NULL;
+    int rc = hs_gunzip(req->body, req->body_len, limit, out, &why);
+    if (rc == HS_E2BIG) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "decompressed body exceeds max_request_body_size (%llu bytes)",
+                 (unsigned long long)limit);
+        reject(r, req, type, 413, "too_large", msg);
+    } else if (rc) {
+        reject(r, req, type, 400, "bad_gzip", why ? why : hs_strerror(rc));
     }
-    return 0;
+    return rc;
+}
+
+static bool content_type(const struct hs_http_request *req, enum body_type *type)
+{
+    const struct hs_str *ct = hs_http_request_header(req, "content-type");
+    if (ct && media_type_is(ct, "application/x-protobuf"))
+        *type = BODY_PROTO;
+    else if (ct && media_type_is(ct, "application/json"))
+        *type = BODY_JSON;
+    else
+        return false;
+    return true;
+}
+
+/* Hands validated spans to the pipeline, or refuses them (503) when it is full. `owned` holds
+ * the bytes when they were decompressed or converted; plain bodies are copied here, after the
+ * pipeline said it has room, so a refusal costs no copy. */
+static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type type,
+                    struct hs_buf *owned, const struct hs_otlp_scan *scan)
+{
+    static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
+    if (!hs_consumer_ready(r->base.next)) {
+        hs_counter_add(r->refused, scan->spans);
+        respond_status(req, type, 503, CODE_UNAVAILABLE,
+                       "pipeline is full (exporters busy or backend down): retry later", &retry,
+                       1);
+        return;
+    }
+    if (!owned->data && hs_buf_append(owned, req->body, req->body_len) != 0) {
+        respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
+        return;
+    }
+    struct hs_traces *t =
+        hs_traces_wrap(owned->data, owned->len, owned->cap, scan->spans, scan->resource_spans);
+    if (!t) {
+        respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
+        return;
+    }
+    *owned = (struct hs_buf){0}; /* the batch owns the bytes now */
+    int rc = hs_consumer_traces(r->base.next, t);
+    if (rc == 0) {
+        hs_counter_add(r->accepted, scan->spans);
+        answer_ok(req, type);
+    } else {
+        hs_counter_add(r->refused, scan->spans);
+        respond_status(req, type, rc == HS_EAGAIN ? 503 : 400,
+                       rc == HS_EAGAIN ? CODE_UNAVAILABLE : CODE_INVALID_ARGUMENT,
+                       hs_strerror(rc), rc == HS_EAGAIN ? &retry : NULL, rc == HS_EAGAIN);
+    }
 }
 
 static void otlp_handle(void *ud, struct hs_http_request *req)
 {
     struct otlp *r = ud;
     static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("POST")};
-    const char *tpath = r->conf.protocols.http.traces_url_path;
+    enum body_type type;
 
-    if (!hs_str_eq(req->path, tpath)) {
+    if (!hs_str_eq(req->path, r->conf.protocols.http.traces_url_path)) {
         hs_http_respond_text(req, 404, "404 page not found\n");
         return;
     }
@@ -234,70 +279,45 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
                         "405 method not allowed, supported: [POST]\n", 41);
         return;
     }
-    const struct hs_str *ct = hs_http_request_header(req, "content-type");
-    enum body_type type;
-    if (ct && media_type_is(ct, "application/x-protobuf"))
-        type = BODY_PROTO;
-    else if (ct && media_type_is(ct, "application/json"))
-        type = BODY_JSON;
-    else {
+    if (!content_type(req, &type)) {
         hs_http_respond_text(req, 415, "415 unsupported media type, supported: "
                                        "[application/json, application/x-protobuf]\n");
         return;
     }
-
-    struct hs_buf body = {0};
-    if (take_body(r, req, type, &body) != 0) {
-        hs_buf_free(&body);
-        return;
+    /* the request's bytes: the body where it lies, or `owned` once decompressed/converted */
+    struct hs_buf owned = {0};
+    const uint8_t *p = req->body;
+    size_t len = req->body_len;
+    if (decompress_body(r, req, type, &owned) != 0)
+        goto out;
+    if (owned.data) {
+        p = owned.data;
+        len = owned.len;
     }
     if (type == BODY_JSON) {
         struct hs_buf wire = {0};
         char msg[256] = "";
-        int rc = hs_otlp_json_to_wire((const char *)body.data, body.len, &wire, msg, sizeof(msg));
-        hs_buf_free(&body);
+        int rc = hs_otlp_json_to_wire((const char *)p, len, &wire, msg, sizeof(msg));
+        hs_buf_free(&owned);
+        owned = wire;
+        p = owned.data;
+        len = owned.len;
         if (rc) {
-            hs_buf_free(&wire);
             reject(r, req, type, 400, "bad_json", msg[0] ? msg : hs_strerror(rc));
-            return;
+            goto out;
         }
-        body = wire;
     }
-
     struct hs_otlp_scan scan = {0};
-    int rc = hs_otlp_traces_scan(body.data, body.len, &r->limits, NULL, NULL, &scan);
-    if (rc) {
-        hs_buf_free(&body);
+    int rc = hs_otlp_traces_scan(p, len, &r->limits, NULL, NULL, &scan);
+    if (rc)
         reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "malformed",
                scan.err[0] ? scan.err : hs_strerror(rc));
-        return;
-    }
-    if (scan.spans == 0) { /* an empty request is a full success */
-        hs_buf_free(&body);
+    else if (scan.spans == 0) /* an empty request is a full success */
         answer_ok(req, type);
-        return;
-    }
-    struct hs_traces *t =
-        hs_traces_wrap(body.data, body.len, body.cap, scan.spans, scan.resource_spans);
-    if (!t) {
-        hs_buf_free(&body);
-        respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", NULL, 0);
-        return;
-    }
-    rc = hs_consumer_traces(r->base.next, t);
-    if (rc == 0) {
-        hs_counter_add(r->accepted, scan.spans);
-        answer_ok(req, type);
-    } else if (rc == HS_EAGAIN) {
-        static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
-        hs_counter_add(r->refused, scan.spans);
-        respond_status(req, type, 503, CODE_UNAVAILABLE,
-                       "pipeline is full (exporters busy or backend down): retry later", &retry,
-                       1);
-    } else {
-        hs_counter_add(r->refused, scan.spans);
-        respond_status(req, type, 400, CODE_INVALID_ARGUMENT, hs_strerror(rc), NULL, 0);
-    }
+    else
+        deliver(r, req, type, &owned, &scan);
+out:
+    hs_buf_free(&owned);
 }
 
 static int otlp_start(struct hs_component *c, const struct hs_host *host)
