@@ -22,7 +22,7 @@
 const struct hs_config_field hs_http_server_fields_common[] = {
     {"max_request_body_size", HS_CFG_SIZE,
      offsetof(struct hs_http_server_config, max_request_body_size), "20MiB", .min = 1,
-     .max = 1 << 30, .doc = "largest request body as sent (before decompression); larger is a 413"},
+     .max = 1 << 30, .doc = "largest request body, as sent and again after decompression; larger is a 413"},
     {"read_timeout", HS_CFG_DURATION, offsetof(struct hs_http_server_config, read_timeout_ms),
      "30s", .min = 1, .max = 3600000,
      .doc = "time from a request's first byte to its whole body; slower is a 408"},

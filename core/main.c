@@ -184,10 +184,19 @@ static int config_reference(void)
     size_t count;
     const struct hs_component_type *const *all = hs_registry_all(&count);
     struct hs_buf b = {0};
+    hs_service_reference(&b);
     for (size_t i = 0; i < count; i++) {
-        hs_buf_printf(&b, "\n### %s `%s`\n\n%s\n\n| key | type | default | bounds | doc |\n"
-                          "|---|---|---|---|---|\n",
-                      hs_kind_name(all[i]->kind), all[i]->name, all[i]->doc ? all[i]->doc : "");
+        hs_buf_printf(&b, "\n### %s `%s`\n\n%s\n", hs_kind_name(all[i]->kind), all[i]->name,
+                      all[i]->doc ? all[i]->doc : "");
+        const struct hs_component_type *same = NULL;
+        for (size_t j = 0; j < i && !same; j++)
+            if (all[j]->fields == all[i]->fields)
+                same = all[j];
+        if (same) {
+            hs_buf_printf(&b, "\nThe same keys as `%s`.\n", same->name);
+            continue;
+        }
+        hs_buf_printf(&b, "\n| key | type | default | bounds | doc |\n|---|---|---|---|---|\n");
         hs_config_reference(all[i]->fields, "", &b);
     }
     fwrite(b.data, 1, b.len, stdout);

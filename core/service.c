@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "buf.h"
 #include "common.h"
 #include "component.h"
 #include "config.h"
@@ -449,6 +450,17 @@ int hs_service_load(const char *file, const char *text, size_t len, struct hs_se
 fail:
     hs_service_free(s);
     return HS_EINVAL;
+}
+
+void hs_service_reference(struct hs_buf *out)
+{
+    hs_buf_printf(out, "\n### service\n\n| key | type | default | bounds | doc |\n"
+                       "|---|---|---|---|---|\n"
+                       "| `pipelines.traces[/NAME]` | section | required |  | `receivers`, "
+                       "`processors` (optional), `exporters`: lists of component ids |\n"
+                       "| `shutdown_timeout` | duration | `0` |  | longest drain on SIGTERM "
+                       "before exiting 1; 0 waits until everything accepted is sent |\n");
+    hs_config_reference(telemetry_fields, "telemetry", out);
 }
 
 uint64_t hs_service_shutdown_timeout(const struct hs_service *s)

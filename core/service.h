@@ -28,6 +28,10 @@ void hs_service_shutdown(struct hs_service *s, void (*done)(void *ud), void *ud)
  * exits 1 (0 = until everything accepted is sent). */
 uint64_t hs_service_shutdown_timeout(const struct hs_service *s);
 
+/* Appends the Markdown reference of the `service:` keys. */
+struct hs_buf;
+void hs_service_reference(struct hs_buf *out);
+
 /* Frees a service that was never started, or whose shutdown has completed. */
 void hs_service_free(struct hs_service *s);
 

@@ -4,7 +4,7 @@
 // /healthz.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { startHotspan, runHotspan, writeConfig } from './lib/hotspan.mjs';
 import { startSink } from './lib/sink.mjs';
@@ -311,5 +311,17 @@ service:
       assert.equal(m.status, 200);
       assert.match(String(m.headers['content-type']), /^text\/plain/);
     } finally { await stopOk(hs); }
+  });
+});
+
+describe('documentation', () => {
+  it("the README's config reference is what `hotspan config-reference` prints", async () => {
+    const r = await runHotspan(['config-reference']);
+    assert.equal(r.code, 0);
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const m = /<!-- config-reference:begin -->\n([\s\S]*?)\n<!-- config-reference:end -->/.exec(readme);
+    assert.ok(m, 'README has the config reference markers');
+    assert.equal(m[1], r.stdout.replace(/^\n+|\n+$/g, ''),
+      'README is out of date: run scripts/gen-reference');
   });
 });
