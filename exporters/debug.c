@@ -164,14 +164,15 @@ static int debug_consume(struct hs_component *c, struct hs_traces *t)
     uint32_t spans = t->spans;
     int rc = debug_format(d, t);
     hs_traces_unref(t);
-    if (rc == 0 && (fwrite(d->text.data, 1, d->text.len, d->out) != d->text.len ||
-                    fflush(d->out) != 0))
+    if (rc == 0 &&
+        (fwrite(d->text.data, 1, d->text.len, d->out) != d->text.len || fflush(d->out) != 0))
         rc = HS_EIO;
     if (rc) {
         hs_counter_add(d->failed, spans);
         hs_metrics_drop(d->metrics, c->id,
-                        rc == HS_EIO ? "write_failed" : rc == HS_ENOMEM ? "out_of_memory"
-                                                                         : "format_failed",
+                        rc == HS_EIO      ? "write_failed"
+                        : rc == HS_ENOMEM ? "out_of_memory"
+                                          : "format_failed",
                         spans);
     } else {
         hs_counter_add(d->sent, spans);

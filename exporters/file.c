@@ -31,8 +31,8 @@ struct file_config {
 };
 
 static const struct hs_config_field rotation_fields[] = {
-    {"max_megabytes", HS_CFG_UINT, offsetof(struct rotation_config, max_megabytes), "100",
-     .min = 1, .max = 1 << 20, .doc = "size in MiB a file may reach before it is rotated"},
+    {"max_megabytes", HS_CFG_UINT, offsetof(struct rotation_config, max_megabytes), "100", .min = 1,
+     .max = 1 << 20, .doc = "size in MiB a file may reach before it is rotated"},
     {"max_backups", HS_CFG_UINT, offsetof(struct rotation_config, max_backups), "100", .min = 1,
      .max = 10000, .doc = "rotated files kept (path.1 is the newest); older ones are deleted"},
     {0},
@@ -51,8 +51,8 @@ static const struct hs_config_field file_fields[] = {
 struct file_exp {
     struct hs_component base;
     struct file_config conf;
-    int fd;          /* -1 when closed */
-    uint64_t size;   /* bytes in the current file, as far as rotation is concerned */
+    int fd;        /* -1 when closed */
+    uint64_t size; /* bytes in the current file, as far as rotation is concerned */
     struct hs_buf line;
     char *name_a, *name_b; /* room for "path.N" while rotating */
     bool started, closing;
@@ -116,13 +116,11 @@ static void file_rotate(struct file_exp *f)
         backup_name(f, f->name_a, i);
         backup_name(f, f->name_b, i + 1);
         if (rename(f->name_a, f->name_b) != 0 && errno != ENOENT)
-            hs_log_warn(f->base.id, "rotate: %s -> %s: %s", f->name_a, f->name_b,
-                        strerror(errno));
+            hs_log_warn(f->base.id, "rotate: %s -> %s: %s", f->name_a, f->name_b, strerror(errno));
     }
     backup_name(f, f->name_a, 1);
     if (rename(f->conf.path, f->name_a) != 0)
-        hs_log_error(f->base.id, "rotate: %s -> %s: %s", f->conf.path, f->name_a,
-                     strerror(errno));
+        hs_log_error(f->base.id, "rotate: %s -> %s: %s", f->conf.path, f->name_a, strerror(errno));
     f->size = 0;
 }
 
@@ -132,8 +130,8 @@ static void log_errno(struct file_exp *f, const char *what, int code)
     if (!hs_ratelimit_allow(&f->log_rl, hs_now_ms(), &suppressed))
         return;
     if (suppressed)
-        hs_log_error(f->base.id, "%s %s: %s (%u similar messages suppressed)", what,
-                     f->conf.path, strerror(-code), suppressed);
+        hs_log_error(f->base.id, "%s %s: %s (%u similar messages suppressed)", what, f->conf.path,
+                     strerror(-code), suppressed);
     else
         hs_log_error(f->base.id, "%s %s: %s", what, f->conf.path, strerror(-code));
 }

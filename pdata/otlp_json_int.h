@@ -43,11 +43,6 @@ static inline size_t hs_json_hex_id_size(const ProtobufCFieldDescriptor *f)
     return 0;
 }
 
-static inline void *hs_json_member(void *msg, size_t offset)
-{
-    return (char *)msg + offset;
-}
-
 static inline size_t hs_json_elem_size(ProtobufCType t)
 {
     switch (t) {

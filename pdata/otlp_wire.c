@@ -1,7 +1,6 @@
 /* otlp_wire.c: the strict one-pass scanner of OTLP trace wire bytes (design.md §11): every tag,
- * varint, length and wire type checked against the schema in proto/opentelemetry/, no
- * allocation, one hand-written function per message type, and a view of each span for the
- * visitor. protobuf-c 1.4 is the reference: what it rejects, we reject (its quirks included). */
+ * varint, length and wire type checked against proto/opentelemetry/, without allocating; a view
+ * of each span for the visitor. protobuf-c 1.4 is the reference: what it rejects, we reject. */
 #include "pdata/otlp_wire.h"
 
 #include <stdarg.h>
@@ -481,8 +480,8 @@ static inline bool quick_attribute(const uint8_t *p, const uint8_t *end, struct 
     if (len < 4 || p[0] != TAG(1, WT_LEN) || p[1] >= 0x80 || (size_t)p[1] + 4 > len)
         return false;
     const uint8_t *q = p + 2 + p[1], *v = q + 2;
-    size_t n = (size_t)(end - v); /* the AnyValue's length */
-    if (q[0] != TAG(2, WT_LEN) || q[1] != n)
+    size_t n = (size_t)(end - v); /* the AnyValue's length, which must fit one byte */
+    if (q[0] != TAG(2, WT_LEN) || q[1] >= 0x80 || q[1] != n)
         return false;
     if (n == 0)
         kv->v.kind = V_NONE;
@@ -600,16 +599,6 @@ static int scan_resource(struct scanner *s, const uint8_t *p, const uint8_t *end
 
 /* --- Checks beyond the wire format (protobuf-c accepts all of these) ----------------------- */
 
-/* The last occurrence counts, as it does for protobuf-c: a scalar given twice keeps the last. */
-static int check_id(struct scanner *s, struct hs_str id, const uint8_t *at, const char *name,
-                    size_t want)
-{
-    if (id.len == 0 || id.len == want)
-        return 0;
-    fail(s, HS_EINVAL, at, "length %zu, want %zu", id.len, want);
-    return up(s, HS_EINVAL, name, -1);
-}
-
 /* trace_id, span_id and parent_span_id: fields 1, 2 and 4 of a Span (1 and 2 of a Link) */
 struct ids {
     struct hs_str id[3];
@@ -623,13 +612,17 @@ static inline void set_id(struct ids *ids, const struct field *f)
     ids->at[i] = f->at;
 }
 
+/* The last of each counts, as for protobuf-c: a scalar given twice keeps the last. */
 static int check_ids(struct scanner *s, const struct ids *ids)
 {
     static const char *const names[3] = {"trace_id", "span_id", "parent_span_id"};
     static const size_t want[3] = {16, 8, 8};
-    for (int i = 0, rc; i < 3; i++)
-        if ((rc = check_id(s, ids->id[i], ids->at[i], names[i], want[i])))
-            return rc;
+    for (int i = 0; i < 3; i++) {
+        if (ids->id[i].len == 0 || ids->id[i].len == want[i])
+            continue;
+        fail(s, HS_EINVAL, ids->at[i], "length %zu, want %zu", ids->id[i].len, want[i]);
+        return up(s, HS_EINVAL, names[i], -1);
+    }
     return 0;
 }
 

@@ -1,7 +1,6 @@
-/* otlp_wire_ref.h: the verdict hs_otlp_traces_scan must agree with, for the unit test and the
- * fuzzer: protobuf-c 1.4's unpack, plus the rules the scanner adds on purpose (listed at the top
- * of pdata/otlp_wire.c), checked by a generic walk driven by protobuf-c's descriptors, so it
- * shares no code with the scanner. */
+/* otlp_wire_ref.h: the verdict hs_otlp_traces_scan must agree with (unit test and fuzzer):
+ * protobuf-c 1.4's unpack plus the scanner's extra rules (top of pdata/otlp_wire.c), checked by a
+ * generic walk over protobuf-c's descriptors that shares no code with the scanner. */
 #ifndef HS_TESTS_OTLP_WIRE_REF_H
 #define HS_TESTS_OTLP_WIRE_REF_H
 

@@ -29,7 +29,8 @@ typedef Opentelemetry__Proto__Trace__V1__ScopeSpans ScopeSpans;
 typedef Opentelemetry__Proto__Trace__V1__ResourceSpans ResourceSpans;
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest Request;
 
-#define REQ_DESC opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor
+#define REQ_DESC                                                                                   \
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor
 #define ANY(x) OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_##x
 
 static struct hs_arena *A;
@@ -89,7 +90,8 @@ static const KV *attr(KV **kvs, size_t n, const char *key)
 /* The shape of opentelemetry-proto's examples/trace.json, extended to every field. */
 static const char *EXAMPLE =
     "{'resourceSpans': [{\n"
-    "  'resource': {'attributes': [{'key': 'service.name', 'value': {'stringValue': 'my.service'}}],\n"
+    "  'resource': {'attributes': [{'key': 'service.name',\n"
+    "                               'value': {'stringValue': 'my.service'}}],\n"
     "               'droppedAttributesCount': 1},\n"
     "  'schemaUrl': 'https://opentelemetry.io/schemas/1.4.0',\n"
     "  'scopeSpans': [{\n"
@@ -122,8 +124,9 @@ static const char *EXAMPLE =
     "                  'attributes': [{'key': 'e', 'value': {'intValue': '7'}}],\n"
     "                  'droppedAttributesCount': 4}],\n"
     "      'droppedEventsCount': 5,\n"
-    "      'links': [{'traceId': '0102030405060708090a0b0c0d0e0f10', 'spanId': '1112131415161718',\n"
-    "                 'traceState': 'k=v', 'attributes': [{'key': 'l', 'value': {'stringValue': 'y'}}],\n"
+    "      'links': [{'traceId': '0102030405060708090a0b0c0d0e0f10',\n"
+    "                 'spanId': '1112131415161718', 'traceState': 'k=v',\n"
+    "                 'attributes': [{'key': 'l', 'value': {'stringValue': 'y'}}],\n"
     "                 'droppedAttributesCount': 6, 'flags': 1}],\n"
     "      'droppedLinksCount': 7,\n"
     "      'status': {'code': 2, 'message': 'boom'}\n"
@@ -254,7 +257,8 @@ static void test_lenient_forms(void **state)
     /* snake_case keys, enum names, int64 as JSON numbers, uppercase hex, unpadded base64, an
      * unknown key, nulls as absent, a null array element */
     const char *lenient =
-        "{'resource_spans':[{'scope_spans':[{'spans':[{'trace_id':'5B8EFFF798038103D269B633813FC60C',"
+        "{'resource_spans':[{'scope_spans':[{'spans':["
+        "{'trace_id':'5B8EFFF798038103D269B633813FC60C',"
         "'span_id':'EEE19B7EC3C1B174','name':'n','kind':'SPAN_KIND_CLIENT',"
         "'start_time_unix_nano':1544712660000000000,'endTimeUnixNano':1544712661000000000,"
         "'dropped_attributes_count':'2','parentSpanId':null,'futureField':{'x':[1,2]},"
@@ -272,8 +276,10 @@ static void test_lenient_forms(void **state)
     struct hs_buf w = {0};
     Request *r = to_request(
         "{'resourceSpans':[{'resource':{'attributes':["
-        "{'key':'nan','value':{'doubleValue':'NaN'}},{'key':'inf','value':{'doubleValue':'Infinity'}},"
-        "{'key':'ninf','value':{'doubleValue':'-Infinity'}},{'key':'int','value':{'doubleValue':3}},"
+        "{'key':'nan','value':{'doubleValue':'NaN'}},"
+        "{'key':'inf','value':{'doubleValue':'Infinity'}},"
+        "{'key':'ninf','value':{'doubleValue':'-Infinity'}},"
+        "{'key':'int','value':{'doubleValue':3}},"
         "{'key':'str','value':{'doubleValue':'1.25'}}]}}]}",
         &w);
     KV **kv = r->resource_spans[0]->resource->attributes;
@@ -315,6 +321,9 @@ static void test_errors(void **state)
     assert_error(SPAN_PREFIX "{'spanId':'eee19b7ec3c1b17g'}]}]}]}",
                  "line 1 col 67: resourceSpans[0].scopeSpans[0].spans[1].spanId: "
                  "\"eee19b7ec3c1b17g\" is not 16 hex digits");
+    assert_error(SPAN_PREFIX "{'traceId':'(b8efff798038103d269b633813fc60c'}]}]}]}",
+                 "line 1 col 68: resourceSpans[0].scopeSpans[0].spans[1].traceId: "
+                 "\"(b8efff798038103d269b633813fc60c\" is not 32 hex digits");
     assert_error(SPAN_PREFIX "{'parent_span_id':'eee19b7ec3c1b1'}]}]}]}",
                  "line 1 col 75: resourceSpans[0].scopeSpans[0].spans[1].parent_span_id: "
                  "\"eee19b7ec3c1b1\" is not 16 hex digits");
@@ -367,12 +376,30 @@ static void test_errors(void **state)
                  "line 1 col 66: resourceSpans[0].scopeSpans[0].spans[1].flags: "
                  "1.5 is not an integer");
     assert_error("  [1]", "line 1 col 3: an array is not an object");
+
+    /* nesting is bounded by messages, not only by jansson's 2048 JSON levels */
+    struct hs_buf deep = {0};
+    hs_buf_printf(&deep, "{'resourceSpans':[{'resource':{'attributes':[{'key':'k','value':");
+    for (int i = 0; i < 100; i++)
+        hs_buf_printf(&deep, "{'arrayValue':{'values':[");
+    hs_buf_printf(&deep, "{}");
+    for (int i = 0; i < 100; i++)
+        hs_buf_printf(&deep, "]}}");
+    hs_buf_printf(&deep, "}]}}]}");
+    hs_buf_putc(&deep, '\0');
+    struct hs_buf out = {0};
+    char err[256];
+    const char *json = q((char *)deep.data);
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &out, err, sizeof(err)), HS_EINVAL);
+    assert_non_null(strstr(err, ": nested more than 200 levels deep"));
+    hs_buf_free(&deep);
 }
 
 static void test_syntax_errors(void **state)
 {
     /* jansson's own messages, with its line and column */
-    assert_error("{'resourceSpans': [\n  {'scopeSpans': ]}", "line 2 col 18: unexpected token near ']'");
+    assert_error("{'resourceSpans': [\n  {'scopeSpans': ]}",
+                 "line 2 col 18: unexpected token near ']'");
     assert_error("{'a': 1, 'a': 2}", "line 1 col 12: duplicate object key near '\"a\"'");
     assert_error("", "line 1 col 0: '[' or '{' expected near end of file");
     assert_error("{} x", "line 1 col 4: end of file expected near 'x'");
@@ -392,16 +419,19 @@ static char *wire_to_json(const uint8_t *p, size_t len)
 static void test_strict_output(void **state)
 {
     struct hs_buf wire = {0};
-    to_request("{'resourceSpans':[{'scopeSpans':[{'spans':[{'traceId':'5B8EFFF798038103D269B633813FC60C',"
+    to_request("{'resourceSpans':[{'scopeSpans':[{'spans':["
+               "{'traceId':'5B8EFFF798038103D269B633813FC60C',"
                "'spanId':'EEE19B7EC3C1B174','parentSpanId':'','name':'n','kind':'SPAN_KIND_SERVER',"
                "'startTimeUnixNano':1,'endTimeUnixNano':'2','droppedAttributesCount':0,'flags':0,"
-               "'attributes':[{'key':'i','value':{'intValue':0}},{'key':'s','value':{'stringValue':''}},"
+               "'attributes':[{'key':'i','value':{'intValue':0}},"
+               "{'key':'s','value':{'stringValue':''}},"
                "{'key':'d','value':{'doubleValue':0.1}},{'key':'e','value':{}}],"
                "'status':{}}]}]}]}",
                &wire);
     assert_string_equal(
         wire_to_json(wire.data, wire.len),
-        q("{'resourceSpans':[{'scopeSpans':[{'spans':[{'traceId':'5b8efff798038103d269b633813fc60c',"
+        q("{'resourceSpans':[{'scopeSpans':[{'spans':["
+          "{'traceId':'5b8efff798038103d269b633813fc60c',"
           "'spanId':'eee19b7ec3c1b174','name':'n','kind':2,'startTimeUnixNano':'1',"
           "'endTimeUnixNano':'2','attributes':[{'key':'i','value':{'intValue':'0'}},"
           "{'key':'s','value':{'stringValue':''}},{'key':'d','value':{'doubleValue':0.1}},"
@@ -486,7 +516,7 @@ static void assert_round_trip(const uint8_t *wire, size_t len)
 {
     char *json = wire_to_json(wire, len);
     json_error_t je;
-    json_t *j = json_loads(json, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = json_loads(json, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!j)
         fail_msg("output is not JSON: %s: %s", je.text, json);
     json_decref(j);
@@ -555,6 +585,40 @@ static void test_invalid_utf8(void **state)
     json_decref(j);
 }
 
+/* U+0000 is valid in JSON and UTF-8 strings (the Collector keeps it): it must reach the wire and
+ * come back, though protobuf-c's own strings end there. It never ends a number or a name, and
+ * jansson refuses it in keys. */
+static void test_nul_in_strings(void **state)
+{
+    const char *json = q("{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'a\\u0000b',"
+                         "'attributes':[{'key':'k','value':{'stringValue':'\\u0000'}}]}]}]}]}");
+    struct hs_buf wire = {0};
+    char err[256];
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
+    assert_non_null(memmem(wire.data, wire.len, "\x2a\x03" "a\0b", 5)); /* name = "a\0b" */
+    assert_non_null(memmem(wire.data, wire.len, "\x0a\x01\0", 3));      /* stringValue */
+    assert_string_equal(wire_to_json(wire.data, wire.len),
+                        q("{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'a\\u0000b',"
+                          "'attributes':[{'key':'k','value':{'stringValue':'\\u0000'}}]}]}]}]}"));
+    assert_round_trip(wire.data, wire.len);
+    hs_buf_free(&wire);
+
+    /* a string that starts with U+0000 is not an empty (so omitted) one */
+    json = q("{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'\\u0000x'}]}]}]}");
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
+    assert_string_equal(wire_to_json(wire.data, wire.len), json);
+    hs_buf_free(&wire);
+
+    assert_error(SPAN_PREFIX "{'startTimeUnixNano':'12\\u0000'}]}]}]}",
+                 "line 1 col 78: resourceSpans[0].scopeSpans[0].spans[1].startTimeUnixNano: "
+                 "\"12\" is not a 64-bit integer");
+    assert_error(SPAN_PREFIX "{'kind':'SPAN_KIND_SERVER\\u0000'}]}]}]}",
+                 "line 1 col 65: resourceSpans[0].scopeSpans[0].spans[1].kind: "
+                 "\"SPAN_KIND_SERVER\" is not a SpanKind");
+    assert_error("{'kind\\u0000': 1}",
+                 "line 1 col 13: NUL byte in object key not supported near '\"kind\\u0000\"'");
+}
+
 static void test_bad_wire(void **state)
 {
     struct hs_buf out = {0};
@@ -575,6 +639,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_strict_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_utf8, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nul_in_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_wire, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
