@@ -142,7 +142,9 @@ static int debug_format(struct debug_exp *d, const struct hs_traces *t)
                            t->resource_spans, t->spans);
     if (rc == 0 && d->level >= VERBOSITY_NORMAL) {
         struct hs_otlp_scan scan = {0};
-        rc = hs_otlp_traces_scan(t->data, t->len, NULL, debug_span_line, b, &scan);
+        /* the batch passed its receiver's limits already: allow the deepest any can set */
+        const struct hs_otlp_limits lim = {.max_value_depth = 128};
+        rc = hs_otlp_traces_scan(t->data, t->len, &lim, debug_span_line, b, &scan);
         if (rc && rc != HS_ENOMEM) /* the batch was scanned on the way in; this is a bug */
             rc = hs_buf_printf(b, "traces: unreadable batch: %s\n", scan.err);
     }

@@ -51,8 +51,10 @@ static const struct hs_config_field file_fields[] = {
 struct file_exp {
     struct hs_component base;
     struct file_config conf;
-    int fd;        /* -1 when closed */
-    uint64_t size; /* bytes in the current file, as far as rotation is concerned */
+    int fd;                /* -1 when closed */
+    uint64_t size;         /* bytes in the current file */
+    uint64_t rotate_bytes; /* max_megabytes in bytes; 0 without rotation */
+    uint64_t rotate_at;    /* rotate before a write would take size past this */
     struct hs_buf line;
     char *name_a, *name_b; /* room for "path.N" while rotating */
     bool started, closing;
@@ -75,6 +77,8 @@ static int file_create(const struct hs_config_node *cfg, const char *path,
         hs_config_errorf(err, hs_config_get(cfg, "path"), kp, "must not be empty");
         goto fail;
     }
+    if (f->conf.rotate)
+        f->rotate_bytes = (uint64_t)f->conf.rotation.max_megabytes << 20;
     size_t n = strlen(f->conf.path) + 16;
     f->name_a = hs_xmalloc(n);
     f->name_b = hs_xmalloc(n);
@@ -93,6 +97,7 @@ static int file_open(struct file_exp *f)
         return -errno;
     struct stat st;
     f->size = fstat(f->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+    f->rotate_at = f->rotate_bytes;
     return 0;
 }
 
@@ -101,13 +106,11 @@ static void backup_name(const struct file_exp *f, char *out, unsigned i)
     sprintf(out, "%s.%u", f->conf.path, i); /* sized at create: path + 16 */
 }
 
-/* path -> path.1, path.1 -> path.2, ...; the one past max_backups is deleted. The caller
- * reopens. A rename that fails leaves the file in place: we keep appending to it and try
- * again after another max_megabytes, rather than shifting the backups out on every write. */
+/* path -> path.1, path.1 -> path.2, ...; the one past max_backups is deleted, and the caller
+ * opens a new path. If path itself cannot be renamed we keep appending to it and try again
+ * after another max_megabytes, rather than shifting the backups out on every write. */
 static void file_rotate(struct file_exp *f)
 {
-    close(f->fd);
-    f->fd = -1;
     unsigned max = f->conf.rotation.max_backups;
     backup_name(f, f->name_a, max);
     if (unlink(f->name_a) != 0 && errno != ENOENT)
@@ -119,9 +122,13 @@ static void file_rotate(struct file_exp *f)
             hs_log_warn(f->base.id, "rotate: %s -> %s: %s", f->name_a, f->name_b, strerror(errno));
     }
     backup_name(f, f->name_a, 1);
-    if (rename(f->conf.path, f->name_a) != 0)
+    if (rename(f->conf.path, f->name_a) != 0) {
         hs_log_error(f->base.id, "rotate: %s -> %s: %s", f->conf.path, f->name_a, strerror(errno));
-    f->size = 0;
+        f->rotate_at = f->size + f->rotate_bytes;
+        return;
+    }
+    close(f->fd); /* what we wrote is in path.1 now */
+    f->fd = -1;
 }
 
 static void log_errno(struct file_exp *f, const char *what, int code)
@@ -140,8 +147,7 @@ static void log_errno(struct file_exp *f, const char *what, int code)
  * sequence of complete JSON lines even when the disk fills up. */
 static int file_write_line(struct file_exp *f)
 {
-    uint64_t max = (uint64_t)f->conf.rotation.max_megabytes << 20;
-    if (f->fd >= 0 && f->conf.rotate && f->size > 0 && f->size + f->line.len > max)
+    if (f->fd >= 0 && f->rotate_bytes && f->size > 0 && f->size + f->line.len > f->rotate_at)
         file_rotate(f);
     int rc;
     if (f->fd < 0 && (rc = file_open(f)) != 0) {

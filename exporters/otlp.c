@@ -265,9 +265,10 @@ static void metrics_register(struct otlp_exp *e, struct hs_metrics *m)
     char labels[256];
     snprintf(labels, sizeof(labels), "exporter=\"%s\"", e->base.id);
     e->sent =
-        hs_metrics_counter(m, "exporter_sent_spans_total", "Spans the backend accepted", labels);
+        hs_metrics_counter(m, "exporter_sent_spans_total",
+                           "Spans successfully sent by the exporter", labels);
     e->send_failed = hs_metrics_counter(m, "exporter_send_failed_spans_total",
-                                        "Spans dropped after being queued", labels);
+                                        "Spans the exporter failed to send", labels);
     e->enqueue_failed = hs_metrics_counter(m, "exporter_enqueue_failed_spans_total",
                                            "Spans refused because the queue was full", labels);
     e->retries = hs_metrics_counter(m, "exporter_retries_total", "Requests retried", labels);

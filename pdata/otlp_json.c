@@ -38,6 +38,7 @@ struct jdec {
     struct hs_buf *out;
     bool nomem;     /* sticky: an append failed; checked once at the end */
     unsigned depth; /* of messages, bounded so the stack is (jansson's 2048 is for JSON) */
+    char shown[64]; /* show()'s room, here rather than on every level of the stack */
     const char *text;
     size_t len;
     char *err;
@@ -160,8 +161,10 @@ __attribute__((format(printf, 3, 4))) static int fail(struct jdec *d, const stru
 }
 
 /* The offending value, short, for messages: "abc" (quoted, cut at 40 bytes), 12, true, array. */
-static const char *show(const json_t *v, char *buf, size_t len)
+static const char *show(struct jdec *d, const json_t *v)
 {
+    char *buf = d->shown;
+    size_t len = sizeof(d->shown);
     switch (json_typeof(v)) {
     case JSON_STRING: {
         size_t n = json_string_length(v);
@@ -199,7 +202,6 @@ static const char *plain_string(const json_t *v)
 static int get_integer(struct jdec *d, const json_t *v, const struct jpath *p, bool *neg,
                        uint64_t *mag)
 {
-    char vb[64];
     if (json_is_integer(v)) {
         json_int_t i = json_integer_value(v);
         *neg = i < 0;
@@ -209,7 +211,7 @@ static int get_integer(struct jdec *d, const json_t *v, const struct jpath *p, b
     if (json_is_real(v)) {
         double r = json_real_value(v);
         if (r != floor(r) || fabs(r) >= 18446744073709551616.0)
-            return fail(d, p, "%s is not an integer", show(v, vb, sizeof(vb)));
+            return fail(d, p, "%s is not an integer", show(d, v));
         *neg = r < 0;
         *mag = (uint64_t)fabs(r);
         return 0;
@@ -217,20 +219,20 @@ static int get_integer(struct jdec *d, const json_t *v, const struct jpath *p, b
     if (json_is_string(v)) {
         const char *s = plain_string(v);
         if (!s)
-            return fail(d, p, "%s is not a 64-bit integer", show(v, vb, sizeof(vb)));
+            return fail(d, p, "%s is not a 64-bit integer", show(d, v));
         *neg = *s == '-';
         s += *neg;
         *mag = 0;
         if (!*s)
-            return fail(d, p, "%s is not an integer", show(v, vb, sizeof(vb)));
+            return fail(d, p, "%s is not an integer", show(d, v));
         for (; *s; s++) {
             if (*s < '0' || *s > '9' || *mag > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-                return fail(d, p, "%s is not a 64-bit integer", show(v, vb, sizeof(vb)));
+                return fail(d, p, "%s is not a 64-bit integer", show(d, v));
             *mag = *mag * 10 + (uint64_t)(*s - '0');
         }
         return 0;
     }
-    return fail(d, p, "%s is not an integer", show(v, vb, sizeof(vb)));
+    return fail(d, p, "%s is not an integer", show(d, v));
 }
 
 static int get_enum(struct jdec *d, const ProtobufCFieldDescriptor *f, const json_t *v,
@@ -241,9 +243,8 @@ static int get_enum(struct jdec *d, const ProtobufCFieldDescriptor *f, const jso
         const char *name = plain_string(v);
         const ProtobufCEnumValue *ev =
             name ? protobuf_c_enum_descriptor_get_value_by_name(e, name) : NULL;
-        char vb[64];
         if (!ev)
-            return fail(d, p, "%s is not a %s", show(v, vb, sizeof(vb)), e->short_name);
+            return fail(d, p, "%s is not a %s", show(d, v), e->short_name);
         *out = ev->value;
         return 0;
     }
@@ -295,9 +296,8 @@ static int get_double(struct jdec *d, const json_t *v, const struct jpath *p, do
     else if (!s || !*s || (*out = strtod(s, &end), *end != '\0') || !isfinite(*out))
         goto bad; /* proto3 JSON allows finite numbers in strings too */
     return 0;
-bad:;
-    char vb[64];
-    return fail(d, p, "%s is not a number", show(v, vb, sizeof(vb)));
+bad:
+    return fail(d, p, "%s is not a number", show(d, v));
 }
 
 /* ---- writing the wire ---------------------------------------------------------------------- */
@@ -403,7 +403,6 @@ static void close_len(struct jdec *d, size_t start)
 static int scalar_bits(struct jdec *d, const ProtobufCFieldDescriptor *f, const json_t *v,
                        const struct jpath *p, uint64_t *bits)
 {
-    char vb[64];
     int rc;
     switch (f->type) {
     case PROTOBUF_C_TYPE_ENUM: {
@@ -414,7 +413,7 @@ static int scalar_bits(struct jdec *d, const ProtobufCFieldDescriptor *f, const 
     }
     case PROTOBUF_C_TYPE_BOOL:
         if (!json_is_boolean(v))
-            return fail(d, p, "%s is not true or false", show(v, vb, sizeof(vb)));
+            return fail(d, p, "%s is not true or false", show(d, v));
         *bits = json_is_true(v);
         return 0;
     case PROTOBUF_C_TYPE_DOUBLE:
@@ -507,9 +506,8 @@ static long b64_decode(const char *s, size_t n, uint8_t *out)
 static int encode_bytes(struct jdec *d, const ProtobufCFieldDescriptor *f, const json_t *v,
                         const struct jpath *p, bool always)
 {
-    char vb[64];
     if (!json_is_string(v))
-        return fail(d, p, "%s is not a string", show(v, vb, sizeof(vb)));
+        return fail(d, p, "%s is not a string", show(d, v));
     const char *s = json_string_value(v);
     size_t n = json_string_length(v), id = hs_json_hex_id_size(f);
     if (n == 0 && !always)
@@ -518,7 +516,7 @@ static int encode_bytes(struct jdec *d, const ProtobufCFieldDescriptor *f, const
     if (id && n) {
         uint8_t raw[16];
         if (n != id * 2 || !hex_decode(s, id, raw))
-            return fail(d, p, "%s is not %zu hex digits", show(v, vb, sizeof(vb)), id * 2);
+            return fail(d, p, "%s is not %zu hex digits", show(d, v), id * 2);
         put_varint(d, id);
         put(d, raw, id);
         return 0;
@@ -529,7 +527,7 @@ static int encode_bytes(struct jdec *d, const ProtobufCFieldDescriptor *f, const
     if (!d->nomem) {
         long len = b64_decode(s, n, d->out->data + d->out->len);
         if (len < 0)
-            return fail(d, p, "%s is not base64", show(v, vb, sizeof(vb)));
+            return fail(d, p, "%s is not base64", show(d, v));
         d->out->len += (size_t)len;
     }
     close_len(d, start);
@@ -544,11 +542,10 @@ static int encode_message(struct jdec *d, const ProtobufCMessageDescriptor *desc
 static int encode_value(struct jdec *d, const ProtobufCFieldDescriptor *f, const json_t *v,
                         const struct jpath *p, bool always)
 {
-    char vb[64];
     switch (f->type) {
     case PROTOBUF_C_TYPE_STRING: {
         if (!json_is_string(v))
-            return fail(d, p, "%s is not a string", show(v, vb, sizeof(vb)));
+            return fail(d, p, "%s is not a string", show(d, v));
         size_t n = json_string_length(v); /* may hold U+0000, which is valid UTF-8 */
         if (n || always) {
             put_tag(d, f, 2);
@@ -581,9 +578,8 @@ static int encode_value(struct jdec *d, const ProtobufCFieldDescriptor *f, const
 static int encode_repeated(struct jdec *d, const ProtobufCFieldDescriptor *f, const json_t *v,
                            const struct jpath *p)
 {
-    char vb[64];
     if (!json_is_array(v))
-        return fail(d, p, "%s is not an array", show(v, vb, sizeof(vb)));
+        return fail(d, p, "%s is not an array", show(d, v));
     bool packed = (f->flags & PROTOBUF_C_FIELD_FLAG_PACKED) && wire_type(f->type) != 2;
     size_t mark = d->out->len, start = 0;
     if (packed) {
@@ -638,7 +634,7 @@ static const ProtobufCFieldDescriptor *find_field(const ProtobufCMessageDescript
 
 enum {
     MAX_FIELDS = 32, /* OTLP's widest message, Span, has 17 */
-    MAX_DEPTH = 200, /* a request with 64 levels of nested values is 200 messages deep */
+    MAX_DEPTH = 400, /* the otlp receiver's deepest max_value_depth, 128, is 389 messages */
 };
 
 /* The object's keys are matched once against the fields (a handful per message, cheaper than
@@ -678,9 +674,8 @@ static int collect_fields(struct jdec *d, const ProtobufCMessageDescriptor *desc
 static int encode_message(struct jdec *d, const ProtobufCMessageDescriptor *desc, const json_t *v,
                           const struct jpath *p)
 {
-    char vb[64];
     if (!json_is_object(v))
-        return fail(d, p, "%s is not an object", show(v, vb, sizeof(vb)));
+        return fail(d, p, "%s is not an object", show(d, v));
     const json_t *vals[MAX_FIELDS] = {0};
     const char *keys[MAX_FIELDS];
     if (desc->n_fields > MAX_FIELDS)

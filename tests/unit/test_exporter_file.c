@@ -250,6 +250,30 @@ static void test_rotation(void **state)
     assert_int_equal(metric(fx, "hotspan_exporter_sent_spans_total{exporter=\"file/x\"} "), 14);
 }
 
+/* When path cannot be rotated away (here path.1 is a directory that is not empty), nothing is
+ * lost: lines keep going to path. */
+static void test_rotation_failure_keeps_writing(void **state)
+{
+    struct fixture *fx = *state;
+    char name[200];
+    snprintf(name, sizeof(name), "%s.1", fx->path);
+    assert_int_equal(mkdir(name, 0755), 0);
+    snprintf(name, sizeof(name), "%s.1/keep", fx->path);
+    fclose(fopen(name, "w"));
+    create_and_start(fx, "path: %s\nrotation: {max_megabytes: 1, max_backups: 1}\n");
+    for (unsigned seq = 0; seq < 8; seq++)
+        assert_int_equal(hs_exporter_file.consume_traces(fx->c, batch(seq, 1, 300000)), 0);
+    size_t len;
+    char *text = slurp(fx->path, &len);
+    json_int_t names[10];
+    unsigned spans[10];
+    assert_int_equal(line_spans(text, names, spans, 10), 8);
+    for (json_int_t i = 0; i < 8; i++)
+        assert_int_equal(names[i], i);
+    free(text);
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_spans_total{exporter=\"file/x\"} "), 8);
+}
+
 /* /dev/full opens like a file and fails every write with ENOSPC. */
 static void test_disk_full_drops(void **state)
 {
@@ -320,8 +344,9 @@ static void test_config_errors(void **state)
         "t.yaml:2:43: exporters.file/x.rotation.max_backups: 0 is below the minimum 1",
         "t.yaml:3:1: exporters.file/x.flush_interval: unknown key (known: path, rotation)",
     };
-    expect_errors(fx, "path: /tmp/x\nrotation: {max_megabytes: 0, max_backups: 0}\n"
-                      "flush_interval: 1s\n",
+    expect_errors(fx,
+                  "path: /tmp/x\nrotation: {max_megabytes: 0, max_backups: 0}\n"
+                  "flush_interval: 1s\n",
                   several, 3);
     const char *empty[] = {"t.yaml:1:7: exporters.file/x.path: must not be empty"};
     expect_errors(fx, "path: \"\"\n", empty, 1);
@@ -367,6 +392,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_writes_json_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rotation_failure_keeps_writing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_drops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_short_write_cut_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),

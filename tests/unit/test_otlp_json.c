@@ -274,14 +274,13 @@ static void test_lenient_forms(void **state)
 
     /* doubleValue: numbers, integers and the proto3 JSON strings */
     struct hs_buf w = {0};
-    Request *r = to_request(
-        "{'resourceSpans':[{'resource':{'attributes':["
-        "{'key':'nan','value':{'doubleValue':'NaN'}},"
-        "{'key':'inf','value':{'doubleValue':'Infinity'}},"
-        "{'key':'ninf','value':{'doubleValue':'-Infinity'}},"
-        "{'key':'int','value':{'doubleValue':3}},"
-        "{'key':'str','value':{'doubleValue':'1.25'}}]}}]}",
-        &w);
+    Request *r = to_request("{'resourceSpans':[{'resource':{'attributes':["
+                            "{'key':'nan','value':{'doubleValue':'NaN'}},"
+                            "{'key':'inf','value':{'doubleValue':'Infinity'}},"
+                            "{'key':'ninf','value':{'doubleValue':'-Infinity'}},"
+                            "{'key':'int','value':{'doubleValue':3}},"
+                            "{'key':'str','value':{'doubleValue':'1.25'}}]}}]}",
+                            &w);
     KV **kv = r->resource_spans[0]->resource->attributes;
     assert_true(isnan(kv[0]->value->double_value));
     assert_true(isinf(kv[1]->value->double_value) && kv[1]->value->double_value > 0);
@@ -312,7 +311,8 @@ static void assert_error(const char *json_q, const char *want)
 
 #define SPAN_PREFIX "{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'a'},"
 
-static void test_errors(void **state)
+/* Bad ids, bytes and numbers: each message names the value's line, column and key path. */
+static void test_value_errors(void **state)
 {
     assert_error("{\n  'resourceSpans': [{'scopeSpans': [{'spans': [{}, {},\n"
                  "    {'name': 'x', 'traceId': 'abc'}]}]}]}",
@@ -343,6 +343,14 @@ static void test_errors(void **state)
     assert_error(SPAN_PREFIX "{'droppedAttributesCount':4294967296}]}]}]}",
                  "line 1 col 83: resourceSpans[0].scopeSpans[0].spans[1]."
                  "droppedAttributesCount: 4294967296 is out of range for uint32");
+    assert_error(SPAN_PREFIX "{'flags':1.5}]}]}]}",
+                 "line 1 col 66: resourceSpans[0].scopeSpans[0].spans[1].flags: "
+                 "1.5 is not an integer");
+}
+
+/* Wrong types and shapes. */
+static void test_shape_errors(void **state)
+{
     assert_error(SPAN_PREFIX "{'kind':'SERVER'}]}]}]}",
                  "line 1 col 65: resourceSpans[0].scopeSpans[0].spans[1].kind: "
                  "\"SERVER\" is not a SpanKind");
@@ -361,7 +369,7 @@ static void test_errors(void **state)
                  "line 1 col 95: resourceSpans[0].resource.attributes[0].value.intValue: "
                  "only one of its group may be set (also stringValue)");
     assert_error(SPAN_PREFIX "{'traceId':'5b8efff798038103d269b633813fc60c',"
-                 "'trace_id':'5b8efff798038103d269b633813fc60c'}]}]}]}",
+                             "'trace_id':'5b8efff798038103d269b633813fc60c'}]}]}]}",
                  "line 1 col 114: resourceSpans[0].scopeSpans[0].spans[1].trace_id: "
                  "given twice (also as traceId)");
     assert_error("{'resourceSpans':[{'resource':{'attributes':[{'key':'k','value':"
@@ -372,18 +380,18 @@ static void test_errors(void **state)
                  "{'doubleValue':'fast'}}]}}]}",
                  "line 1 col 80: resourceSpans[0].resource.attributes[0].value.doubleValue: "
                  "\"fast\" is not a number");
-    assert_error(SPAN_PREFIX "{'flags':1.5}]}]}]}",
-                 "line 1 col 66: resourceSpans[0].scopeSpans[0].spans[1].flags: "
-                 "1.5 is not an integer");
     assert_error("  [1]", "line 1 col 3: an array is not an object");
+}
 
-    /* nesting is bounded by messages, not only by jansson's 2048 JSON levels */
+/* Nesting is bounded in messages, not only by jansson's 2048 JSON levels. */
+static void test_depth_limit(void **state)
+{
     struct hs_buf deep = {0};
     hs_buf_printf(&deep, "{'resourceSpans':[{'resource':{'attributes':[{'key':'k','value':");
-    for (int i = 0; i < 100; i++)
+    for (int i = 0; i < 200; i++)
         hs_buf_printf(&deep, "{'arrayValue':{'values':[");
     hs_buf_printf(&deep, "{}");
-    for (int i = 0; i < 100; i++)
+    for (int i = 0; i < 200; i++)
         hs_buf_printf(&deep, "]}}");
     hs_buf_printf(&deep, "}]}}]}");
     hs_buf_putc(&deep, '\0');
@@ -391,7 +399,9 @@ static void test_errors(void **state)
     char err[256];
     const char *json = q((char *)deep.data);
     assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &out, err, sizeof(err)), HS_EINVAL);
-    assert_non_null(strstr(err, ": nested more than 200 levels deep"));
+    assert_non_null(strstr(err, ": nested more than 400 levels deep"));
+    assert_int_equal(out.len, 0);
+    hs_buf_free(&out);
     hs_buf_free(&deep);
 }
 
@@ -540,10 +550,19 @@ static void test_round_trip(void **state)
     hs_buf_free(&ex);
 }
 
+static json_t *first_of(json_t *obj, const char *key)
+{
+    return json_array_get(json_object_get(obj, key), 0);
+}
+
 /* Wire strings need not be UTF-8; the JSON written from them must still parse. */
 static void test_invalid_utf8(void **state)
 {
-    const char *name = "a\xff" "b\xe2\x82" "c\xc0\x80" "d\xed\xa0\x80" "e\xf4\x90\x80\x80"
+    const char *name = "a\xff"
+                       "b\xe2\x82"
+                       "c\xc0\x80"
+                       "d\xed\xa0\x80"
+                       "e\xf4\x90\x80\x80"
                        "f\xc3\xa9\x7f";
     Span s = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__INIT;
     s.name = (char *)name;
@@ -567,20 +586,15 @@ static void test_invalid_utf8(void **state)
     json_t *j = json_loads(json, 0, &je);
     if (!j)
         fail_msg("output is not JSON: %s", je.text);
-    json_t *got = json_object_get(
-        json_array_get(json_object_get(
-                           json_array_get(json_object_get(json_array_get(json_object_get(
-                                                                             j, "resourceSpans"),
-                                                                         0),
-                                                          "scopeSpans"),
-                                          0),
-                           "spans"),
-                       0),
-        "name");
+    json_t *span = first_of(first_of(first_of(j, "resourceSpans"), "scopeSpans"), "spans");
+    json_t *got = json_object_get(span, "name");
     /* each byte outside valid UTF-8 is one U+FFFD; valid sequences and DEL pass */
-    const char *want = "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd"
+    const char *want = "a\xef\xbf\xbd"
+                       "b\xef\xbf\xbd\xef\xbf\xbd"
+                       "c\xef\xbf\xbd\xef\xbf\xbd"
                        "d\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
-                       "e\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "f\xc3\xa9\x7f";
+                       "e\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                       "f\xc3\xa9\x7f";
     assert_string_equal(json_string_value(got), want);
     json_decref(j);
 }
@@ -595,8 +609,11 @@ static void test_nul_in_strings(void **state)
     struct hs_buf wire = {0};
     char err[256];
     assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
-    assert_non_null(memmem(wire.data, wire.len, "\x2a\x03" "a\0b", 5)); /* name = "a\0b" */
-    assert_non_null(memmem(wire.data, wire.len, "\x0a\x01\0", 3));      /* stringValue */
+    assert_non_null(memmem(wire.data, wire.len,
+                           "\x2a\x03"
+                           "a\0b",
+                           5));                                    /* name = "a\0b" */
+    assert_non_null(memmem(wire.data, wire.len, "\x0a\x01\0", 3)); /* stringValue */
     assert_string_equal(wire_to_json(wire.data, wire.len),
                         q("{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'a\\u0000b',"
                           "'attributes':[{'key':'k','value':{'stringValue':'\\u0000'}}]}]}]}]}"));
@@ -634,7 +651,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_spec_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lenient_forms, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_value_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shape_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_depth_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_syntax_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strict_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
