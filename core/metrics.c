@@ -145,6 +145,18 @@ int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out)
     return rc ? HS_ENOMEM : 0;
 }
 
+struct hs_exporter_counters hs_metrics_exporter(struct hs_metrics *m, const char *id)
+{
+    char labels[256];
+    snprintf(labels, sizeof(labels), "exporter=\"%s\"", id);
+    return (struct hs_exporter_counters){
+        .sent = hs_metrics_counter(m, "exporter_sent_spans_total",
+                                   "Spans successfully sent by the exporter", labels),
+        .failed = hs_metrics_counter(m, "exporter_send_failed_spans_total",
+                                     "Spans the exporter failed to send", labels),
+    };
+}
+
 void hs_metrics_drop(struct hs_metrics *m, const char *component, const char *reason,
                      uint64_t items)
 {

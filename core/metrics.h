@@ -31,6 +31,15 @@ static inline void hs_counter_add(struct hs_counter *c, uint64_t n)
     c->value += n;
 }
 
+/* The counters every exporter keeps, declared once so their names and help texts agree:
+ * exporter_sent_spans_total and exporter_send_failed_spans_total{exporter="<id>"}. */
+struct hs_exporter_counters {
+    struct hs_counter *sent;
+    struct hs_counter *failed;
+};
+
+struct hs_exporter_counters hs_metrics_exporter(struct hs_metrics *m, const char *id);
+
 /* Prometheus text exposition format 0.0.4; HELP and TYPE once per family. */
 int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out);
 

@@ -193,13 +193,10 @@ static bool debug_ready(struct hs_component *c)
 static int debug_start(struct hs_component *c, const struct hs_host *host)
 {
     struct debug_exp *d = hs_container_of(c, struct debug_exp, base);
-    char labels[256];
-    snprintf(labels, sizeof(labels), "exporter=\"%s\"", c->id);
     d->metrics = host->metrics;
-    d->sent = hs_metrics_counter(host->metrics, "exporter_sent_spans_total",
-                                 "Spans successfully sent by the exporter", labels);
-    d->failed = hs_metrics_counter(host->metrics, "exporter_send_failed_spans_total",
-                                   "Spans the exporter failed to send", labels);
+    struct hs_exporter_counters counters = hs_metrics_exporter(host->metrics, c->id);
+    d->sent = counters.sent;
+    d->failed = counters.failed;
     d->started = true;
     return 0;
 }

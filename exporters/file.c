@@ -212,13 +212,10 @@ static bool file_ready(struct hs_component *c)
 static int file_start(struct hs_component *c, const struct hs_host *host)
 {
     struct file_exp *f = hs_container_of(c, struct file_exp, base);
-    char labels[256];
-    snprintf(labels, sizeof(labels), "exporter=\"%s\"", c->id);
     f->metrics = host->metrics;
-    f->sent = hs_metrics_counter(host->metrics, "exporter_sent_spans_total",
-                                 "Spans successfully sent by the exporter", labels);
-    f->failed = hs_metrics_counter(host->metrics, "exporter_send_failed_spans_total",
-                                   "Spans the exporter failed to send", labels);
+    struct hs_exporter_counters counters = hs_metrics_exporter(host->metrics, c->id);
+    f->sent = counters.sent;
+    f->failed = counters.failed;
     int rc = file_open(f);
     if (rc) {
         hs_log_error(c->id, "open %s: %s", f->conf.path, strerror(-rc));

@@ -264,11 +264,9 @@ static void metrics_register(struct otlp_exp *e, struct hs_metrics *m)
 {
     char labels[256];
     snprintf(labels, sizeof(labels), "exporter=\"%s\"", e->base.id);
-    e->sent =
-        hs_metrics_counter(m, "exporter_sent_spans_total",
-                           "Spans successfully sent by the exporter", labels);
-    e->send_failed = hs_metrics_counter(m, "exporter_send_failed_spans_total",
-                                        "Spans the exporter failed to send", labels);
+    struct hs_exporter_counters counters = hs_metrics_exporter(m, e->base.id);
+    e->sent = counters.sent;
+    e->send_failed = counters.failed;
     e->enqueue_failed = hs_metrics_counter(m, "exporter_enqueue_failed_spans_total",
                                            "Spans refused because the queue was full", labels);
     e->retries = hs_metrics_counter(m, "exporter_retries_total", "Requests retried", labels);
