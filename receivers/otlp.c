@@ -9,11 +9,13 @@
 #include "core/common.h"
 #include "core/component.h"
 #include "core/compress.h"
+#include "core/arena.h"
 #include "core/config.h"
 #include "core/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "google/rpc/status.pb-c.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
 #include "pdata/traces.h"
@@ -73,7 +75,7 @@ struct otlp {
     bool started, closing;
     hs_done_cb done;
     struct hs_ratelimit bad_log;
-    struct hs_counter *accepted, *refused;
+    struct hs_counter *accepted, *refused, *rejected;
     struct hs_metrics *metrics;
     char labels[200];
 };
@@ -177,13 +179,109 @@ static void reject(struct otlp *r, struct hs_http_request *req, enum body_type t
                    msg, NULL, 0);
 }
 
-static void answer_ok(struct hs_http_request *req, enum body_type type)
+#define INVALID_IDS_MSG "spans rejected: trace_id and span_id must be set and not all zero"
+
+/* 200 with an ExportTraceServiceResponse: partial_success unset on full success, else the
+ * count of spans rejected as invalid (the client must not retry them, wire.md §2). */
+static void answer_ok(struct hs_http_request *req, enum body_type type, uint32_t rejected)
 {
-    /* full success: an ExportTraceServiceResponse with partial_success unset */
-    if (type == BODY_JSON)
-        hs_http_respond(req, 200, "application/json", NULL, 0, "{}", 2);
-    else
-        hs_http_respond(req, 200, "application/x-protobuf", NULL, 0, "", 0);
+    if (type == BODY_JSON) {
+        char body[200];
+        int n = rejected ? snprintf(body, sizeof(body),
+                                    "{\"partialSuccess\":{\"rejectedSpans\":\"%u\","
+                                    "\"errorMessage\":\"%u " INVALID_IDS_MSG "\"}}",
+                                    rejected, rejected)
+                         : snprintf(body, sizeof(body), "{}");
+        hs_http_respond(req, 200, "application/json", NULL, 0, body, (size_t)n);
+        return;
+    }
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse resp =
+        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_RESPONSE__INIT;
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTracePartialSuccess ps =
+        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_PARTIAL_SUCCESS__INIT;
+    char msg[160];
+    uint8_t body[256];
+    if (rejected) {
+        snprintf(msg, sizeof(msg), "%u " INVALID_IDS_MSG, rejected);
+        ps.rejected_spans = rejected;
+        ps.error_message = msg;
+        resp.partial_success = &ps;
+    }
+    size_t n = opentelemetry__proto__collector__trace__v1__export_trace_service_response__pack(
+        &resp, body);
+    hs_http_respond(req, 200, "application/x-protobuf", NULL, 0, body, n);
+}
+
+static bool id_invalid(struct hs_str id)
+{
+    for (size_t i = 0; i < id.len; i++)
+        if (id.ptr[i])
+            return false;
+    return true; /* empty or all zero */
+}
+
+static int count_invalid_ids(void *ud, const struct hs_span_view *span)
+{
+    if (id_invalid(span->trace_id) || id_invalid(span->span_id))
+        ++*(uint32_t *)ud;
+    return 0;
+}
+
+static bool span_valid(const Opentelemetry__Proto__Trace__V1__Span *sp)
+{
+    struct hs_str t = {(const char *)sp->trace_id.data, sp->trace_id.len};
+    struct hs_str s = {(const char *)sp->span_id.data, sp->span_id.len};
+    return !id_invalid(t) && !id_invalid(s);
+}
+
+/* The rare slow path: rewrites the request without its invalid spans (and the scopes and
+ * resources left empty), through protobuf-c, which keeps unknown fields; then rescans it. */
+static int drop_invalid_spans(struct otlp *r, const uint8_t *p, size_t len, struct hs_buf *out,
+                              struct hs_otlp_scan *scan)
+{
+    struct hs_arena *arena = hs_arena_new(len * 2 + 4096, 0);
+    if (!arena)
+        return HS_ENOMEM;
+    ProtobufCAllocator alloc = hs_arena_pb_allocator(arena);
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest *req =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+            &alloc, len, p);
+    if (!req) {
+        hs_arena_free(arena);
+        return HS_EINVAL;
+    }
+    size_t nr = 0;
+    for (size_t i = 0; i < req->n_resource_spans; i++) {
+        Opentelemetry__Proto__Trace__V1__ResourceSpans *rs = req->resource_spans[i];
+        size_t ns = 0;
+        for (size_t j = 0; j < rs->n_scope_spans; j++) {
+            Opentelemetry__Proto__Trace__V1__ScopeSpans *ss = rs->scope_spans[j];
+            size_t kept = 0;
+            for (size_t k = 0; k < ss->n_spans; k++)
+                if (span_valid(ss->spans[k]))
+                    ss->spans[kept++] = ss->spans[k];
+            ss->n_spans = kept;
+            if (kept)
+                rs->scope_spans[ns++] = ss;
+        }
+        rs->n_scope_spans = ns;
+        if (ns)
+            req->resource_spans[nr++] = rs;
+    }
+    req->n_resource_spans = nr;
+    size_t n =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(
+            req);
+    hs_buf_reset(out);
+    int rc = hs_buf_reserve(out, n);
+    if (rc == 0) {
+        out->len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(
+            req, out->data);
+        *scan = (struct hs_otlp_scan){0};
+        rc = hs_otlp_traces_scan(out->data, out->len, &r->limits, NULL, NULL, scan);
+    }
+    hs_arena_free(arena);
+    return rc;
 }
 
 /* Gunzips the body into `out` when it is compressed; otherwise leaves `out` empty and the body
@@ -231,7 +329,7 @@ static bool content_type(const struct hs_http_request *req, enum body_type *type
  * the bytes when they were decompressed or converted; plain bodies are copied here, after the
  * pipeline said it has room, so a refusal costs no copy. */
 static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type type,
-                    struct hs_buf *owned, const struct hs_otlp_scan *scan)
+                    struct hs_buf *owned, const struct hs_otlp_scan *scan, uint32_t rejected)
 {
     static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
     if (!hs_consumer_ready(r->base.next)) {
@@ -255,7 +353,7 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
     int rc = hs_consumer_traces(r->base.next, t);
     if (rc == 0) {
         hs_counter_add(r->accepted, scan->spans);
-        answer_ok(req, type);
+        answer_ok(req, type, rejected);
     } else {
         hs_counter_add(r->refused, scan->spans);
         respond_status(req, type, rc == HS_EAGAIN ? 503 : 400,
@@ -308,14 +406,28 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
         }
     }
     struct hs_otlp_scan scan = {0};
-    int rc = hs_otlp_traces_scan(p, len, &r->limits, NULL, NULL, &scan);
-    if (rc)
+    uint32_t invalid = 0;
+    int rc = hs_otlp_traces_scan(p, len, &r->limits, count_invalid_ids, &invalid, &scan);
+    if (rc) {
         reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "malformed",
                scan.err[0] ? scan.err : hs_strerror(rc));
-    else if (scan.spans == 0) /* an empty request is a full success */
-        answer_ok(req, type);
+        goto out;
+    }
+    if (invalid) {
+        struct hs_buf kept = {0};
+        rc = drop_invalid_spans(r, p, len, &kept, &scan);
+        hs_buf_free(&owned);
+        owned = kept;
+        if (rc) {
+            respond_status(req, type, 503, CODE_UNAVAILABLE, hs_strerror(rc), NULL, 0);
+            goto out;
+        }
+        hs_counter_add(r->rejected, invalid);
+    }
+    if (scan.spans == 0) /* an empty request is a full success */
+        answer_ok(req, type, invalid);
     else
-        deliver(r, req, type, &owned, &scan);
+        deliver(r, req, type, &owned, &scan, invalid);
 out:
     hs_buf_free(&owned);
 }
@@ -329,6 +441,9 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
                                      "Spans accepted into the pipeline", r->labels);
     r->refused = hs_metrics_counter(host->metrics, "receiver_refused_spans_total",
                                     "Spans refused because the pipeline was full", r->labels);
+    r->rejected = hs_metrics_counter(host->metrics, "receiver_rejected_spans_total",
+                                     "Spans rejected as invalid (answered as partial success)",
+                                     r->labels);
     struct hs_error err = {0};
     const struct hs_http_server_opts opts = {
         .config = &r->conf.protocols.http.server, .name = c->id, .handler = otlp_handle, .ud = r};
