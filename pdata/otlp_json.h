@@ -20,4 +20,8 @@ int hs_otlp_json_to_wire(const char *json, size_t len, struct hs_buf *out, char 
  * Returns 0, HS_EINVAL or HS_ENOMEM. */
 int hs_otlp_wire_to_json(const uint8_t *p, size_t len, struct hs_buf *out);
 
+/* Appends s as a JSON string literal, quotes included; bytes that are not valid UTF-8 become
+ * U+FFFD, so no input makes invalid JSON. Returns 0 or HS_ENOMEM. */
+int hs_json_put_string(struct hs_buf *out, const char *s, size_t n);
+
 #endif

@@ -96,6 +96,13 @@ static void put_string(struct jw *w, const char *s, size_t n)
     put(w, "\"", 1);
 }
 
+int hs_json_put_string(struct hs_buf *out, const char *s, size_t n)
+{
+    struct jw w = {.b = out};
+    put_string(&w, s, n);
+    return w.rc;
+}
+
 static void put_bytes(struct jw *w, const ProtobufCBinaryData *bd, bool hex)
 {
     static const char hexd[] = "0123456789abcdef";

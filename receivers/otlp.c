@@ -121,33 +121,20 @@ static bool media_type_is(const struct hs_str *v, const char *want)
     return hs_str_ieq((struct hs_str){v->ptr + s, n - s}, want);
 }
 
-static size_t json_escape(char *out, size_t cap, const char *s)
-{
-    size_t o = 0;
-    for (; *s && o + 7 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)c;
-        } else if (c < 0x20) {
-            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    out[o] = '\0';
-    return o;
-}
-
 /* A google.rpc.Status body in the request's encoding (OTLP/HTTP failures, wire.md §2). */
 static void respond_status(struct hs_http_request *req, enum body_type type, int http, int code,
                            const char *msg, const struct hs_http_header *extra, size_t nextra)
 {
     if (type == BODY_JSON) {
-        char esc[1024], body[1200];
-        json_escape(esc, sizeof(esc), msg);
-        int n = snprintf(body, sizeof(body), "{\"code\":%d,\"message\":\"%s\"}", code, esc);
-        hs_http_respond(req, http, "application/json", extra, nextra, body, (size_t)n);
+        struct hs_buf b = {0};
+        int rc = hs_buf_printf(&b, "{\"code\":%d,\"message\":", code);
+        rc |= hs_json_put_string(&b, msg, strlen(msg));
+        rc |= hs_buf_putc(&b, '}');
+        if (rc)
+            hs_http_respond_text(req, 500, "out of memory\n");
+        else
+            hs_http_respond(req, http, "application/json", extra, nextra, b.data, b.len);
+        hs_buf_free(&b);
         return;
     }
     Google__Rpc__Status st = GOOGLE__RPC__STATUS__INIT;

@@ -646,9 +646,21 @@ static void test_bad_wire(void **state)
     hs_buf_free(&out);
 }
 
+/* The string writer the receiver also uses for its JSON error bodies. */
+static void test_put_string(void **state)
+{
+    struct hs_buf b = {0};
+    assert_int_equal(hs_json_put_string(&b, "a\"b\\\n\x01\xff\xc3\xa9", 9), 0);
+    const char want[] = "\"a\\\"b\\\\\\n\\u0001\xef\xbf\xbd\xc3\xa9\"";
+    assert_int_equal(b.len, sizeof(want) - 1);
+    assert_memory_equal(b.data, want, b.len);
+    hs_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_string),
         cmocka_unit_test_setup_teardown(test_spec_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lenient_forms, setup, teardown),
         cmocka_unit_test_setup_teardown(test_value_errors, setup, teardown),
