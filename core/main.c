@@ -42,47 +42,15 @@ struct run {
     bool started;
 };
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    struct hs_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        if (hs_buf_append(&b, chunk, n) != 0)
-            break;
-    bool bad = ferror(f) || hs_buf_putc(&b, '\0') != 0;
-    fclose(f);
-    if (bad) {
-        hs_buf_free(&b);
-        return NULL;
-    }
-    *len = b.len - 1;
-    return (char *)b.data;
-}
-
 static int load(const char *path, struct hs_service **svc)
 {
     struct hs_error err = {0};
-    size_t len = 0;
-    char *text = NULL;
-    const char *name = "<embedded default>";
-    if (path) {
-        text = read_file(path, &len);
-        if (!text) {
-            fprintf(stderr, "%s: cannot read: %s\n", path, strerror(errno));
-            return EXIT_USAGE;
-        }
-        name = path;
-    }
-    int rc = hs_service_load(name, text ? text : hs_default_config,
-                             text ? len : hs_default_config_len, svc, &err);
+    int rc = path ? hs_service_load_file(path, svc, &err)
+                  : hs_service_load("<embedded default>", hs_default_config,
+                                    hs_default_config_len, svc, &err);
     for (size_t i = 0; i < err.count; i++)
         fprintf(stderr, "%s\n", err.lines[i]);
     hs_error_free(&err);
-    free(text);
     return rc ? EXIT_USAGE : 0;
 }
 

@@ -402,14 +402,12 @@ static void check_declared_processors(const struct hs_config_node *procs, struct
     }
 }
 
-int hs_service_load(const char *file, const char *text, size_t len, struct hs_service **out,
+/* Checks the parsed document in s->doc and creates the components; takes `s`, freeing it on
+ * failure. */
+static int load_doc(struct hs_service *s, size_t before, struct hs_service **out,
                     struct hs_error *err)
 {
-    struct hs_service *s = hs_xcalloc(1, sizeof(*s));
-    size_t before = err->count;
-
-    if (hs_config_parse(file, text, len, &s->doc, err) != 0)
-        goto fail;
+    const char *file = s->doc.file;
     const struct hs_config_node *root = s->doc.root;
     if (!root || root->kind != HS_NODE_MAP) {
         hs_error_addf(err, "%s:1:1: the config must be a map with receivers, exporters and "
@@ -450,6 +448,29 @@ int hs_service_load(const char *file, const char *text, size_t len, struct hs_se
 fail:
     hs_service_free(s);
     return HS_EINVAL;
+}
+
+int hs_service_load(const char *file, const char *text, size_t len, struct hs_service **out,
+                    struct hs_error *err)
+{
+    struct hs_service *s = hs_xcalloc(1, sizeof(*s));
+    size_t before = err->count;
+    if (hs_config_parse(file, text, len, &s->doc, err) != 0) {
+        hs_service_free(s);
+        return HS_EINVAL;
+    }
+    return load_doc(s, before, out, err);
+}
+
+int hs_service_load_file(const char *path, struct hs_service **out, struct hs_error *err)
+{
+    struct hs_service *s = hs_xcalloc(1, sizeof(*s));
+    size_t before = err->count;
+    if (hs_config_parse_file(path, &s->doc, err) != 0) {
+        hs_service_free(s);
+        return HS_EINVAL;
+    }
+    return load_doc(s, before, out, err);
 }
 
 void hs_service_reference(struct hs_buf *out)

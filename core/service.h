@@ -15,6 +15,8 @@ struct hs_service;
  * its components; no I/O. Returns 0 or HS_EINVAL. */
 int hs_service_load(const char *file, const char *text, size_t len, struct hs_service **out,
                     struct hs_error *err);
+/* The same for a file on disk (unreadable or oversized files are errors in err). */
+int hs_service_load_file(const char *path, struct hs_service **out, struct hs_error *err);
 
 /* Starts exporters, then processors, then receivers and the admin endpoint; on failure the
  * started ones are shut down again and a negative code returned (message in err). */
