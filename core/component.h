@@ -11,6 +11,7 @@
 #include "errors.h"
 
 struct hs_traces;
+struct hs_profiles;
 struct hs_metrics;
 struct hs_component;
 struct hs_consumer;
@@ -47,6 +48,8 @@ struct hs_component_type {
     /* Takes ownership of batch, on success and on error alike. Returns 0, HS_EAGAIN
      * (backpressure: refuse upstream, retryable) or HS_EINVAL (permanent). */
     int (*consume_traces)(struct hs_component *c, struct hs_traces *batch);
+    /* The same contract for profiles (pdata/profiles.h). */
+    int (*consume_profiles)(struct hs_component *c, struct hs_profiles *batch);
     /* Would consume_traces accept a batch now? NULL means always (or: ask downstream, for
      * processors that pass data on synchronously: the core does that). */
     bool (*ready)(struct hs_component *c);
@@ -62,7 +65,8 @@ struct hs_component {
     const struct hs_component_type *type;
     char *id;                       /* "otlp/tempo" */
     char *pipeline;                 /* for per-pipeline processors, else NULL */
-    struct hs_consumer *next;       /* receivers and processors: where output goes */
+    struct hs_consumer *next;       /* receivers and processors: where traces go */
+    struct hs_consumer *next_profiles; /* where profiles go (components handling both) */
     struct hs_metrics *metrics;     /* set before start */
     uv_loop_t *loop;                /* set before start */
     struct hs_service *service;     /* the core's; components leave it alone */
@@ -77,6 +81,7 @@ struct hs_consumer {
 };
 
 int hs_consumer_traces(struct hs_consumer *c, struct hs_traces *batch);
+int hs_consumer_profiles(struct hs_consumer *c, struct hs_profiles *batch);
 bool hs_consumer_ready(const struct hs_consumer *c);
 bool hs_component_ready(struct hs_component *c);
 

@@ -711,7 +711,7 @@ static int scan_span(struct scanner *s, const uint8_t *p, const uint8_t *end,
 
 /* What every span of a ScopeSpans shares. */
 struct scope_ctx {
-    struct hs_str service_name, scope_name;
+    struct hs_str service_name, scope_name, resource;
 };
 
 static int visit_span(struct scanner *s, const struct field *f, const struct scope_ctx *ctx,
@@ -726,6 +726,7 @@ static int visit_span(struct scanner *s, const struct field *f, const struct sco
     v.trace_id = v.span_id = v.parent_span_id = v.name = (struct hs_str){0};
     v.service_name = ctx->service_name;
     v.scope_name = ctx->scope_name;
+    v.resource = ctx->resource;
     v.kind = v.status_code = v.attributes = v.events = v.links = 0;
     v.start_ns = v.end_ns = 0;
     v.offset = (size_t)(f->val - s->base);
@@ -762,6 +763,8 @@ static int scan_header(struct scanner *s, const uint8_t *p, const uint8_t *end, 
                           : scan_flat(s, f.val, f.val + f.len, &scope_m, 3, &scope);
             if (rc)
                 return up(s, rc, resource ? "resource" : "scope", -1);
+            if (resource)
+                ctx->resource = (struct hs_str){(const char *)f.val, f.len};
             if (scope.seen & (1u << 1))
                 ctx->scope_name = fstr(&scope.last[1]);
         } else if (f.tag != TAG(2, WT_LEN) && f.tag != TAG(3, WT_LEN) &&
@@ -775,9 +778,9 @@ static int scan_header(struct scanner *s, const uint8_t *p, const uint8_t *end, 
 }
 
 static int scan_scope_spans(struct scanner *s, const uint8_t *p, const uint8_t *end,
-                            struct hs_str service_name)
+                            const struct scope_ctx *rs)
 {
-    struct scope_ctx ctx = {.service_name = service_name};
+    struct scope_ctx ctx = {.service_name = rs->service_name, .resource = rs->resource};
     uint32_t n = 0;
     struct field f;
     int rc = scan_header(s, p, end, false, &ctx);
@@ -797,7 +800,7 @@ static int scan_resource_spans(struct scanner *s, const uint8_t *p, const uint8_
     while (rc == 0 && p < end && (rc = next_field(s, &p, end, &f)) == 0) {
         if (f.tag != TAG(2, WT_LEN))
             continue;
-        if ((rc = scan_scope_spans(s, f.val, f.val + f.len, ctx.service_name)))
+        if ((rc = scan_scope_spans(s, f.val, f.val + f.len, &ctx)))
             return up(s, rc, "scope_spans", n);
         n++;
         s->res->scope_spans++;

@@ -26,6 +26,7 @@ struct hs_span_view {
     struct hs_str name;
     struct hs_str service_name;   /* resource attribute service.name, if a string; else empty */
     struct hs_str scope_name;
+    struct hs_str resource;       /* the Resource message's bytes (its attributes are field 1) */
     uint32_t kind;
     uint32_t status_code;
     uint32_t attributes;          /* count */
