@@ -55,6 +55,7 @@ struct instance {
     const struct hs_config_node *key;  /* for positioned errors */
     char *id;
     enum hs_kind kind;
+    unsigned signals; /* shared processors: the signals of the pipelines using it */
     bool used, started, stopped;
 };
 
@@ -62,7 +63,7 @@ struct pipeline {
     char *name;
     enum hs_signal signal;
     struct pipeline_config conf;
-    struct instance *procs;          /* per-pipeline processor instances */
+    struct instance **procs;         /* its processors: its own, or shared instances */
     size_t nprocs;
     struct hs_component **exporters; /* shared instances */
     size_t nexporters;
@@ -76,6 +77,8 @@ struct hs_service {
     struct telemetry_config tel;
     struct instance *receivers, *exporters;
     size_t nreceivers, nexporters;
+    struct instance *shared; /* processors of `shared` types: one instance per id */
+    size_t nshared, cap_shared;
     struct pipeline *pipelines;
     size_t npipelines;
     struct hs_admin *admin;
@@ -245,7 +248,39 @@ static bool signal_of(const char *name, enum hs_signal *sig)
         *sig = HS_SIGNAL_TRACES;
         return true;
     }
+    if (n == 8 && strncmp(name, "profiles", 8) == 0) {
+        *sig = HS_SIGNAL_PROFILES;
+        return true;
+    }
     return false;
+}
+
+/* Where a component's output of the pipeline's signal goes. */
+static struct hs_consumer **output_of(struct hs_component *c, enum hs_signal sig)
+{
+    return sig == HS_SIGNAL_PROFILES ? &c->next_profiles : &c->next;
+}
+
+/* The one instance of a shared processor id, created on first use. */
+static struct instance *shared_instance(struct hs_service *s, const char *id,
+                                        const struct hs_config_node *decl,
+                                        const struct hs_component_type *type, struct hs_error *err)
+{
+    for (size_t i = 0; i < s->nshared; i++)
+        if (strcmp(s->shared[i].id, id) == 0)
+            return s->shared[i].c ? &s->shared[i] : NULL;
+    if (s->nshared == s->cap_shared) {
+        s->cap_shared = s->cap_shared ? 2 * s->cap_shared : 4;
+        s->shared = realloc(s->shared, s->cap_shared * sizeof(*s->shared));
+        if (!s->shared)
+            abort();
+    }
+    struct instance *in = &s->shared[s->nshared++];
+    *in = (struct instance){.id = hs_xstrdup(id), .kind = HS_KIND_PROCESSOR, .key = decl,
+                            .node = decl};
+    char path[256];
+    snprintf(path, sizeof(path), "processors.%s", id);
+    return create_instance(in, type, path, err) == 0 ? in : NULL;
 }
 
 /* `create_procs` is false when the declared processors already failed their check, so their
@@ -277,7 +312,22 @@ static void build_pipeline(struct hs_service *s, struct pipeline *p,
         }
         if (!create_procs)
             continue;
-        struct instance *in = &p->procs[p->nprocs++];
+        if (type->shared) {
+            struct instance *in = shared_instance(s, id, decl, type, err);
+            if (!in)
+                continue;
+            if (in->signals & p->signal) {
+                hs_config_errorf(err, at, path,
+                                 "processor \"%s\" is shared by its pipelines and may appear in "
+                                 "only one pipeline per signal", id);
+                continue;
+            }
+            in->signals |= p->signal;
+            p->procs[p->nprocs++] = in;
+            continue;
+        }
+        struct instance *in = hs_xcalloc(1, sizeof(*in));
+        p->procs[p->nprocs++] = in;
         in->id = hs_xstrdup(id);
         in->kind = HS_KIND_PROCESSOR;
         in->key = decl;
@@ -329,23 +379,24 @@ static void link_pipeline(struct hs_service *s, struct pipeline *p)
     for (size_t i = 0; i < p->nexporters; i++)
         add_target(exps, p->exporters[i]);
     for (size_t i = 0; i < p->nprocs; i++) {
-        p->procs[i].used = true;
+        p->procs[i]->used = true;
         if (i + 1 < p->nprocs)
-            add_target(&p->links[i], p->procs[i + 1].c);
-        p->procs[i].c->next = i + 1 < p->nprocs ? &p->links[i] : exps;
+            add_target(&p->links[i], p->procs[i + 1]->c);
+        *output_of(p->procs[i]->c, p->signal) = i + 1 < p->nprocs ? &p->links[i] : exps;
     }
     if (p->nprocs)
-        add_target(&p->entry, p->procs[0].c);
+        add_target(&p->entry, p->procs[0]->c);
     else
         for (size_t i = 0; i < p->nexporters; i++)
             add_target(&p->entry, p->exporters[i]);
     for (size_t i = 0; i < p->conf.receivers.count; i++) {
         struct instance *in = find_instance(s->receivers, s->nreceivers, p->conf.receivers.items[i]);
         in->used = true;
-        if (!in->c->next)
-            in->c->next = hs_xcalloc(1, sizeof(*in->c->next));
+        struct hs_consumer **out = output_of(in->c, p->signal);
+        if (!*out)
+            *out = hs_xcalloc(1, sizeof(**out));
         for (size_t t = 0; t < p->entry.count; t++)
-            add_target(in->c->next, p->entry.targets[t]);
+            add_target(*out, p->entry.targets[t]);
     }
 }
 
@@ -370,7 +421,9 @@ static void load_pipelines(struct hs_service *s, const struct hs_config_node *sv
         struct pipeline *p = &s->pipelines[s->npipelines++];
         p->name = hs_xstrdup(c->key);
         if (!signal_of(c->key, &p->signal)) {
-            key_error(err, c, path, "unknown pipeline signal (known: traces, traces/NAME)");
+            key_error(err, c, path,
+                      "unknown pipeline signal (known: traces, traces/NAME, profiles, "
+                      "profiles/NAME)");
             continue;
         }
         if (hs_config_decode(pipeline_fields, c, &p->conf, path, err) == 0)
@@ -479,6 +532,9 @@ void hs_service_reference(struct hs_buf *out)
                        "|---|---|---|---|---|\n"
                        "| `pipelines.traces[/NAME]` | section | required |  | `receivers`, "
                        "`processors` (optional), `exporters`: lists of component ids |\n"
+                       "| `pipelines.profiles[/NAME]` | section |  |  | the same for profiles; "
+                       "a shared processor (`correlator`) may be in one traces and one profiles "
+                       "pipeline: one instance sees both |\n"
                        "| `shutdown_timeout` | duration | `0` |  | longest drain on SIGTERM "
                        "before exiting 1; 0 waits until everything accepted is sent |\n");
     hs_config_reference(telemetry_fields, "telemetry", out);
@@ -495,8 +551,12 @@ void hs_service_free(struct hs_service *s)
         return;
     for (size_t i = 0; i < s->npipelines; i++) {
         struct pipeline *p = &s->pipelines[i];
-        for (size_t j = 0; j < p->nprocs; j++)
-            destroy_instance(&p->procs[j]);
+        for (size_t j = 0; j < p->nprocs; j++) {
+            if (p->procs[j]->c && p->procs[j]->c->type->shared)
+                continue; /* freed once, below */
+            destroy_instance(p->procs[j]);
+            free(p->procs[j]);
+        }
         for (size_t j = 0; p->links && j <= p->nprocs; j++)
             free(p->links[j].targets);
         free(p->links);
@@ -507,10 +567,17 @@ void hs_service_free(struct hs_service *s)
         free(p->name);
     }
     free(s->pipelines);
+    for (size_t i = 0; i < s->nshared; i++)
+        destroy_instance(&s->shared[i]);
+    free(s->shared);
     for (size_t i = 0; i < s->nreceivers; i++) {
-        if (s->receivers[i].c && s->receivers[i].c->next) {
-            free(s->receivers[i].c->next->targets);
-            free(s->receivers[i].c->next);
+        struct hs_component *c = s->receivers[i].c;
+        for (int sig = 0; c && sig < 2; sig++) {
+            struct hs_consumer *out = sig ? c->next_profiles : c->next;
+            if (out) {
+                free(out->targets);
+                free(out);
+            }
         }
         destroy_instance(&s->receivers[i]);
     }
@@ -532,7 +599,10 @@ static void for_each_instance(struct hs_service *s, void (*fn)(struct hs_service
         fn(s, &s->exporters[i]);
     for (size_t i = 0; i < s->npipelines; i++)
         for (size_t j = 0; j < s->pipelines[i].nprocs; j++)
-            fn(s, &s->pipelines[i].procs[j]);
+            if (!s->pipelines[i].procs[j]->c->type->shared)
+                fn(s, s->pipelines[i].procs[j]);
+    for (size_t i = 0; i < s->nshared; i++)
+        fn(s, &s->shared[i]);
     for (size_t i = 0; i < s->nreceivers; i++)
         fn(s, &s->receivers[i]);
 }
@@ -583,9 +653,10 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
     /* downstream first: exporters, then processors back to front, then receivers */
     for (size_t i = 0; i < s->nexporters && !rc; i++)
         rc = start_one(s, &s->exporters[i], err);
+    /* (a shared processor is started once: start_one skips a started instance) */
     for (size_t i = 0; i < s->npipelines && !rc; i++)
         for (size_t j = s->pipelines[i].nprocs; j-- > 0 && !rc;)
-            rc = start_one(s, &s->pipelines[i].procs[j], err);
+            rc = start_one(s, s->pipelines[i].procs[j], err);
     if (!rc)
         rc = hs_admin_start(loop, s->tel.admin, s->metrics, &s->admin, err);
     for (size_t i = 0; i < s->nreceivers && !rc; i++)
@@ -634,7 +705,7 @@ static bool stop_next_processor(struct hs_service *s)
     while (s->proc_cursor[0] < s->npipelines) {
         struct pipeline *p = &s->pipelines[s->proc_cursor[0]];
         if (s->proc_cursor[1] < p->nprocs) {
-            struct instance *in = &p->procs[s->proc_cursor[1]++];
+            struct instance *in = p->procs[s->proc_cursor[1]++]; /* shared: stopped once */
             if (in->stopped || !in->c)
                 continue;
             in->stopped = true;

@@ -87,7 +87,7 @@ static void test_every_error_at_once(void **state)
     assert_true(has_line(&err, "t.yaml:14:26: service.pipelines.traces.exporters: exporter "
                                "\"otlp/tempo\" is not defined under exporters"));
     assert_true(has_line(&err, "t.yaml:15:5: service.pipelines.metrics: unknown pipeline "
-                               "signal (known: traces, traces/NAME)"));
+                               "signal (known: traces, traces/NAME, profiles, profiles/NAME)"));
     hs_error_free(&err);
 }
 
