@@ -282,7 +282,8 @@ static inline struct bytes add(struct bytes acc, uint8_t tag, struct bytes paylo
         if (v <= 0x7f)
             break;
     }
-    memcpy(p + n, payload.p, payload.len);
+    if (payload.len) /* memcpy from NULL is undefined even for 0 bytes */
+        memcpy(p + n, payload.p, payload.len);
     return (struct bytes){p, n + payload.len};
 }
 
