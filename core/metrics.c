@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "common.h"
+#include "component.h"
 #include "errors.h"
 #include "log.h"
 #include <stdio.h>
@@ -96,8 +97,8 @@ struct hs_counter *hs_metrics_counter(struct hs_metrics *m, const char *name, co
     return &series_add(f, l)->counter;
 }
 
-void hs_metrics_gauge(struct hs_metrics *m, const char *name, const char *help,
-                      const char *labels, hs_gauge_fn fn, void *ud)
+void hs_metrics_gauge(struct hs_metrics *m, const char *name, const char *help, const char *labels,
+                      hs_gauge_fn fn, void *ud)
 {
     struct series *s = series_add(family_get(m, name, help, SERIES_GAUGE), labels);
     s->fn = fn;
@@ -130,13 +131,13 @@ int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out)
     for (struct family *f = m->families; f && rc == 0; f = f->next) {
         if (!f->series)
             continue;
-        rc |= hs_buf_printf(out, "# HELP hotspan_%s %s\n# TYPE hotspan_%s %s\n", f->name,
-                            f->help, f->name, f->kind == SERIES_COUNTER ? "counter" : "gauge");
+        rc |= hs_buf_printf(out, "# HELP hotspan_%s %s\n# TYPE hotspan_%s %s\n", f->name, f->help,
+                            f->name, f->kind == SERIES_COUNTER ? "counter" : "gauge");
         for (struct series *s = f->series; s; s = s->next) {
             const char *open = s->labels[0] ? "{" : "", *close = s->labels[0] ? "}" : "";
             if (f->kind == SERIES_COUNTER)
-                rc |= hs_buf_printf(out, "hotspan_%s%s%s%s %llu\n", f->name, open, s->labels,
-                                    close, (unsigned long long)s->counter.value);
+                rc |= hs_buf_printf(out, "hotspan_%s%s%s%s %llu\n", f->name, open, s->labels, close,
+                                    (unsigned long long)s->counter.value);
             else
                 rc |= hs_buf_printf(out, "hotspan_%s%s%s%s %.17g\n", f->name, open, s->labels,
                                     close, s->fn(s->ud));
@@ -145,10 +146,18 @@ int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out)
     return rc ? HS_ENOMEM : 0;
 }
 
-struct hs_exporter_counters hs_metrics_exporter(struct hs_metrics *m, const char *id)
+struct hs_exporter_counters hs_metrics_exporter_signal(struct hs_metrics *m, const char *id,
+                                                       unsigned signal)
 {
     char labels[256];
     snprintf(labels, sizeof(labels), "exporter=\"%s\"", id);
+    if (signal == HS_SIGNAL_PROFILES)
+        return (struct hs_exporter_counters){
+            .sent = hs_metrics_counter(m, "exporter_sent_profiles_total",
+                                       "Profiles successfully sent by the exporter", labels),
+            .failed = hs_metrics_counter(m, "exporter_send_failed_profiles_total",
+                                         "Profiles the exporter failed to send", labels),
+        };
     return (struct hs_exporter_counters){
         .sent = hs_metrics_counter(m, "exporter_sent_spans_total",
                                    "Spans successfully sent by the exporter", labels),
@@ -157,13 +166,19 @@ struct hs_exporter_counters hs_metrics_exporter(struct hs_metrics *m, const char
     };
 }
 
+struct hs_exporter_counters hs_metrics_exporter(struct hs_metrics *m, const char *id)
+{
+    return hs_metrics_exporter_signal(m, id, HS_SIGNAL_TRACES);
+}
+
 void hs_metrics_drop(struct hs_metrics *m, const char *component, const char *reason,
                      uint64_t items)
 {
     char labels[256];
     snprintf(labels, sizeof(labels), "component=\"%s\",reason=\"%s\"", component, reason);
     hs_counter_add(hs_metrics_counter(m, "dropped_total",
-                                      "Items (spans) dropped, by component and reason", labels),
+                                      "Items (spans or profiles) dropped, by component and reason",
+                                      labels),
                    items);
     uint32_t suppressed = 0;
     if (hs_ratelimit_allow(&m->drop_log, hs_now_ms(), &suppressed))

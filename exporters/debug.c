@@ -1,6 +1,7 @@
 /* debug.c: the debug exporter (otelcol's debug): a human summary of each batch on stdout.
- * basic: one line per batch; normal: also one line per span, read by the wire scanner without
- * decoding; detailed: also the batch as one line of OTLP/JSON. */
+ * basic: one line per batch; normal: also one line per span (read by the wire scanner without
+ * decoding) or per profile; detailed: also the batch as one line of OTLP/JSON, or a profile's
+ * labels and its top functions. */
 #include "exporters/debug.h"
 
 #include <inttypes.h>
@@ -15,6 +16,7 @@
 #include "core/metrics.h"
 #include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
+#include "pdata/profiles.h"
 #include "pdata/traces.h"
 
 enum verbosity { VERBOSITY_BASIC, VERBOSITY_NORMAL, VERBOSITY_DETAILED };
@@ -28,7 +30,8 @@ struct debug_config {
 static const struct hs_config_field debug_fields[] = {
     {"verbosity", HS_CFG_ENUM, offsetof(struct debug_config, verbosity), "basic",
      .choices = verbosity_choices,
-     .doc = "basic: a line per batch; normal: and a line per span; detailed: and the OTLP/JSON"},
+     .doc = "basic: a line per batch; normal: and a line per span or profile; detailed: and the "
+            "OTLP/JSON, or a profile's labels and top functions"},
     {0},
 };
 
@@ -40,7 +43,8 @@ struct debug_exp {
     struct hs_buf text; /* one batch's lines, written with one fwrite */
     bool started, closing;
     struct hs_metrics *metrics;
-    struct hs_counter *sent, *failed;
+    struct hs_counter *sent, *failed;                   /* spans */
+    struct hs_counter *sent_profiles, *failed_profiles; /* profiles */
 };
 
 static int debug_create(const struct hs_config_node *cfg, const char *path,
@@ -156,6 +160,27 @@ static int debug_format(struct debug_exp *d, const struct hs_traces *t)
     return rc;
 }
 
+/* Writes d->text and counts the outcome for `items` spans or profiles. */
+static void debug_emit(struct debug_exp *d, int rc, uint32_t items, struct hs_counter *sent,
+                       struct hs_counter *failed)
+{
+    if (rc == 0 &&
+        (fwrite(d->text.data, 1, d->text.len, d->out) != d->text.len || fflush(d->out) != 0))
+        rc = HS_EIO;
+    if (rc) {
+        hs_counter_add(failed, items);
+        hs_metrics_drop(d->metrics, d->base.id,
+                        rc == HS_EIO      ? "write_failed"
+                        : rc == HS_ENOMEM ? "out_of_memory"
+                                          : "format_failed",
+                        items);
+    } else {
+        hs_counter_add(sent, items);
+    }
+    if (d->text.cap > (4u << 20))
+        hs_buf_free(&d->text);
+}
+
 static int debug_consume(struct hs_component *c, struct hs_traces *t)
 {
     struct debug_exp *d = hs_container_of(c, struct debug_exp, base);
@@ -166,21 +191,118 @@ static int debug_consume(struct hs_component *c, struct hs_traces *t)
     uint32_t spans = t->spans;
     int rc = debug_format(d, t);
     hs_traces_unref(t);
-    if (rc == 0 &&
-        (fwrite(d->text.data, 1, d->text.len, d->out) != d->text.len || fflush(d->out) != 0))
-        rc = HS_EIO;
-    if (rc) {
-        hs_counter_add(d->failed, spans);
-        hs_metrics_drop(d->metrics, c->id,
-                        rc == HS_EIO      ? "write_failed"
-                        : rc == HS_ENOMEM ? "out_of_memory"
-                                          : "format_failed",
-                        spans);
-    } else {
-        hs_counter_add(d->sent, spans);
+    debug_emit(d, rc, spans, d->sent, d->failed);
+    return 0;
+}
+
+/* ---- profiles --------------------------------------------------------------------------- */
+
+static int put_cstr(struct hs_buf *b, const char *s)
+{
+    return put_name(b, s ? (struct hs_str){s, strlen(s)} : (struct hs_str){"", 0});
+}
+
+/* <service> types=<id>,<id> samples=<n> from=<ns> dur=<ms>ms bytes=<n> */
+static int profile_line(struct hs_buf *b, const struct hs_profile *p)
+{
+    const struct hs_profile_summary *s = &p->summary;
+    const char *service = p->service ? p->service : hs_profile_label(p, "service_name");
+    int rc = put_cstr(b, service);
+    rc |= hs_buf_printf(b, " types=");
+    for (uint32_t i = 0; i < s->ntypes; i++) {
+        if (i)
+            rc |= hs_buf_putc(b, ',');
+        rc |= put_cstr(b, s->type_ids ? s->type_ids[i] : NULL);
     }
-    if (d->text.cap > (4u << 20))
-        hs_buf_free(&d->text);
+    if (s->ntypes == 0)
+        rc |= hs_buf_putc(b, '-');
+    int64_t dur = p->until_ns - p->from_ns;
+    bool neg = dur < 0;
+    uint64_t ns = neg ? (uint64_t)0 - (uint64_t)dur : (uint64_t)dur;
+    rc |= hs_buf_printf(
+        b, " samples=%" PRIu32 " from=%" PRId64 " dur=%s%" PRIu64 ".%03" PRIu64 "ms bytes=%zu\n",
+        s->samples, p->from_ns, neg ? "-" : "", ns / 1000000, ns / 1000 % 1000, p->raw_len);
+    return rc ? HS_ENOMEM : 0;
+}
+
+static int self_desc(const void *a, const void *b, void *ud)
+{
+    const struct hs_profile_summary *s = ud;
+    const struct hs_profile_func *fa = &s->funcs[*(const uint32_t *)a];
+    const struct hs_profile_func *fb = &s->funcs[*(const uint32_t *)b];
+    int64_t va = fa->self ? fa->self[s->main_type] : 0, vb = fb->self ? fb->self[s->main_type] : 0;
+    if (va != vb)
+        return va > vb ? -1 : 1;
+    return strcmp(fa->name ? fa->name : "", fb->name ? fb->name : "");
+}
+
+#define TOP_FUNCTIONS 10
+
+/*   labels: k=v k=v
+ *   self <share>% <value> <function> (<file>)   for the heaviest functions by self */
+static int profile_details(struct hs_buf *b, const struct hs_profile *p)
+{
+    const struct hs_profile_summary *s = &p->summary;
+    int rc = hs_buf_printf(b, "  labels:");
+    for (uint32_t i = 0; i < p->nlabels; i++) {
+        rc |= hs_buf_putc(b, ' ');
+        rc |= put_cstr(b, p->labels[i].name);
+        rc |= hs_buf_putc(b, '=');
+        rc |= put_cstr(b, p->labels[i].value);
+    }
+    rc |= hs_buf_putc(b, '\n');
+    if (rc || s->ntypes == 0 || s->nfuncs == 0)
+        return rc ? HS_ENOMEM : 0;
+    uint32_t *order = malloc(s->nfuncs * sizeof(*order));
+    if (!order)
+        return HS_ENOMEM;
+    for (uint32_t i = 0; i < s->nfuncs; i++)
+        order[i] = i;
+    qsort_r(order, s->nfuncs, sizeof(*order), self_desc, (void *)s);
+    int64_t total = s->totals ? s->totals[s->main_type] : 0;
+    for (uint32_t i = 0; i < s->nfuncs && i < TOP_FUNCTIONS; i++) {
+        const struct hs_profile_func *fn = &s->funcs[order[i]];
+        int64_t v = fn->self ? fn->self[s->main_type] : 0;
+        double share = total > 0 ? 100.0 * (double)v / (double)total : 0.0;
+        rc |= hs_buf_printf(b, "  self %5.1f%% %" PRId64 " ", share, v);
+        rc |= put_cstr(b, fn->name);
+        if (fn->file && fn->file[0]) {
+            rc |= hs_buf_printf(b, " (");
+            rc |= put_cstr(b, fn->file);
+            rc |= hs_buf_putc(b, ')');
+        }
+        rc |= hs_buf_putc(b, '\n');
+    }
+    free(order);
+    return rc ? HS_ENOMEM : 0;
+}
+
+static int debug_format_profiles(struct debug_exp *d, const struct hs_profiles *batch)
+{
+    struct hs_buf *b = &d->text;
+    hs_buf_reset(b);
+    int rc = hs_buf_printf(b, "profiles: %" PRIu32 " (tenant ", batch->count);
+    rc = rc ? rc : put_cstr(b, batch->tenant);
+    rc = rc ? rc : hs_buf_printf(b, ")\n");
+    for (uint32_t i = 0; i < batch->count && rc == 0 && d->level >= VERBOSITY_NORMAL; i++) {
+        rc = profile_line(b, batch->items[i]);
+        if (rc == 0 && d->level >= VERBOSITY_DETAILED)
+            rc = profile_details(b, batch->items[i]);
+    }
+    return rc;
+}
+
+static int debug_consume_profiles(struct hs_component *c, struct hs_profiles *batch)
+{
+    struct debug_exp *d = hs_container_of(c, struct debug_exp, base);
+    if (!d->started || d->closing) {
+        hs_profiles_unref(batch);
+        return HS_EAGAIN;
+    }
+    uint32_t n = batch->count;
+    int rc = debug_format_profiles(d, batch);
+    hs_profiles_unref(batch);
+    debug_emit(d, rc, n, d->sent_profiles, d->failed_profiles);
     return 0;
 }
 
@@ -197,6 +319,9 @@ static int debug_start(struct hs_component *c, const struct hs_host *host)
     struct hs_exporter_counters counters = hs_metrics_exporter(host->metrics, c->id);
     d->sent = counters.sent;
     d->failed = counters.failed;
+    counters = hs_metrics_exporter_signal(host->metrics, c->id, HS_SIGNAL_PROFILES);
+    d->sent_profiles = counters.sent;
+    d->failed_profiles = counters.failed;
     d->started = true;
     return 0;
 }
@@ -222,12 +347,13 @@ static void debug_destroy(struct hs_component *c)
 const struct hs_component_type hs_exporter_debug = {
     .name = "debug",
     .kind = HS_KIND_EXPORTER,
-    .signals = HS_SIGNAL_TRACES,
-    .doc = "Prints a summary of each batch on stdout (and each span, or the JSON).",
+    .signals = HS_SIGNAL_TRACES | HS_SIGNAL_PROFILES,
+    .doc = "Prints a summary of each batch on stdout (and each span or profile, or details).",
     .fields = debug_fields,
     .create = debug_create,
     .start = debug_start,
     .consume_traces = debug_consume,
+    .consume_profiles = debug_consume_profiles,
     .ready = debug_ready,
     .shutdown = debug_shutdown,
     .destroy = debug_destroy,

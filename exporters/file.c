@@ -1,9 +1,11 @@
-/* file.c: the file exporter (otelcol's fileexporter): each batch is appended to `path` as one
- * line of OTLP/JSON, and the file is rotated by size into path.1 ... path.N. Writes are
+/* file.c: the file exporter (otelcol's fileexporter): each traces batch is appended to `path` as
+ * one line of OTLP/JSON, each profile as one line of its own JSON shape (below), and the file is
+ * rotated by size into path.1 ... path.N. Writes are
  * synchronous write(2) on the loop thread, as Fluent Bit's out_file does: a local append is short,
  * and doing it inline keeps lines in order and every drop counted where it happens. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "pdata/otlp_json.h"
+#include "pdata/profiles.h"
 #include "pdata/traces.h"
 
 struct rotation_config {
@@ -59,7 +62,8 @@ struct file_exp {
     char *name_a, *name_b; /* room for "path.N" while rotating */
     bool started, closing;
     struct hs_metrics *metrics;
-    struct hs_counter *sent, *failed;
+    struct hs_counter *sent, *failed;                   /* spans */
+    struct hs_counter *sent_profiles, *failed_profiles; /* profiles */
     struct hs_ratelimit log_rl;
 };
 
@@ -171,10 +175,11 @@ static int file_write_line(struct file_exp *f)
     return 0;
 }
 
-static void file_drop(struct file_exp *f, const char *reason, uint32_t spans)
+static void file_drop(struct file_exp *f, struct hs_counter *failed, const char *reason,
+                      uint32_t items)
 {
-    hs_counter_add(f->failed, spans);
-    hs_metrics_drop(f->metrics, f->base.id, reason, spans);
+    hs_counter_add(failed, items);
+    hs_metrics_drop(f->metrics, f->base.id, reason, items);
 }
 
 static int file_consume(struct hs_component *c, struct hs_traces *t)
@@ -191,14 +196,178 @@ static int file_consume(struct hs_component *c, struct hs_traces *t)
         rc = hs_buf_putc(&f->line, '\n');
     hs_traces_unref(t);
     if (rc) {
-        file_drop(f, rc == HS_ENOMEM ? "out_of_memory" : "encode_failed", spans);
+        file_drop(f, f->failed, rc == HS_ENOMEM ? "out_of_memory" : "encode_failed", spans);
     } else if (file_write_line(f) != 0) {
         /* a local disk that failed is not the client's to retry: drop, count, carry on */
-        file_drop(f, "write_failed", spans);
+        file_drop(f, f->failed, "write_failed", spans);
     } else {
         hs_counter_add(f->sent, spans);
     }
     if (f->line.cap > (4u << 20)) /* one huge batch should not pin its buffer for good */
+        hs_buf_free(&f->line);
+    return 0;
+}
+
+/* ---- profiles: one JSON line each ------------------------------------------------------- */
+
+static int put_str_or_null(struct hs_buf *b, const char *s)
+{
+    return s ? hs_json_put_string(b, s, strlen(s)) : hs_buf_printf(b, "null");
+}
+
+/* int64 as a decimal string, as OTLP/JSON writes it: JSON readers lose precision past 2^53. */
+static int put_i64(struct hs_buf *b, int64_t v)
+{
+    return hs_buf_printf(b, "\"%" PRId64 "\"", v);
+}
+
+static int put_i64_array(struct hs_buf *b, const int64_t *v, uint32_t n)
+{
+    int rc = hs_buf_putc(b, '[');
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        if (i)
+            rc = hs_buf_putc(b, ',');
+        if (rc == 0)
+            rc = put_i64(b, v ? v[i] : 0);
+    }
+    return rc ? rc : hs_buf_putc(b, ']');
+}
+
+static int put_base64(struct hs_buf *b, const uint8_t *p, size_t n)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (hs_buf_reserve(b, (n + 2) / 3 * 4) != 0)
+        return HS_ENOMEM;
+    for (size_t i = 0; i < n; i += 3) {
+        size_t left = n - i;
+        uint32_t v = (uint32_t)p[i] << 16 | (left > 1 ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (left > 2 ? p[i + 2] : 0);
+        b->data[b->len++] = (uint8_t)digits[v >> 18];
+        b->data[b->len++] = (uint8_t)digits[(v >> 12) & 63];
+        b->data[b->len++] = (uint8_t)(left > 1 ? digits[(v >> 6) & 63] : '=');
+        b->data[b->len++] = (uint8_t)(left > 2 ? digits[v & 63] : '=');
+    }
+    return 0;
+}
+
+/* Functions by total of the main type, heaviest first, then by name. */
+static int func_cmp(const void *a, const void *b, void *ud)
+{
+    const struct hs_profile_summary *s = ud;
+    const struct hs_profile_func *fa = &s->funcs[*(const uint32_t *)a];
+    const struct hs_profile_func *fb = &s->funcs[*(const uint32_t *)b];
+    int64_t ta = fa->total ? fa->total[s->main_type] : 0;
+    int64_t tb = fb->total ? fb->total[s->main_type] : 0;
+    if (ta != tb)
+        return ta > tb ? -1 : 1;
+    return strcmp(fa->name ? fa->name : "", fb->name ? fb->name : "");
+}
+
+static int put_functions(struct hs_buf *b, const struct hs_profile_summary *s)
+{
+    uint32_t *order = malloc((s->nfuncs ? s->nfuncs : 1) * sizeof(*order));
+    if (!order)
+        return HS_ENOMEM;
+    for (uint32_t i = 0; i < s->nfuncs; i++)
+        order[i] = i;
+    if (s->ntypes > 0)
+        qsort_r(order, s->nfuncs, sizeof(*order), func_cmp, (void *)s);
+    int rc = hs_buf_printf(b, ",\"functions\":[");
+    for (uint32_t i = 0; i < s->nfuncs && rc == 0; i++) {
+        const struct hs_profile_func *fn = &s->funcs[order[i]];
+        rc = hs_buf_printf(b, "%s{\"name\":", i ? "," : "");
+        rc = rc ? rc : put_str_or_null(b, fn->name ? fn->name : "");
+        rc = rc ? rc : hs_buf_printf(b, ",\"file\":");
+        rc = rc ? rc : put_str_or_null(b, fn->file ? fn->file : "");
+        rc = rc ? rc : hs_buf_printf(b, ",\"self\":");
+        rc = rc ? rc : put_i64_array(b, fn->self, s->ntypes);
+        rc = rc ? rc : hs_buf_printf(b, ",\"total\":");
+        rc = rc ? rc : put_i64_array(b, fn->total, s->ntypes);
+        rc = rc ? rc : hs_buf_putc(b, '}');
+    }
+    free(order);
+    return rc ? rc : hs_buf_putc(b, ']');
+}
+
+static int put_summary(struct hs_buf *b, const struct hs_profile_summary *s)
+{
+    int rc = hs_buf_printf(b, ",\"samples\":%" PRIu32 ",\"period_type\":", s->samples);
+    rc = rc ? rc : put_str_or_null(b, s->period_type);
+    rc = rc ? rc : hs_buf_printf(b, ",\"period_unit\":");
+    rc = rc ? rc : put_str_or_null(b, s->period_unit);
+    rc = rc ? rc : hs_buf_printf(b, ",\"period\":");
+    rc = rc ? rc : put_i64(b, s->period);
+    rc = rc ? rc : hs_buf_printf(b, ",\"types\":[");
+    for (uint32_t i = 0; i < s->ntypes && rc == 0; i++) {
+        rc = hs_buf_printf(b, "%s{\"type\":", i ? "," : "");
+        rc = rc ? rc : put_str_or_null(b, s->types ? s->types[i] : NULL);
+        rc = rc ? rc : hs_buf_printf(b, ",\"unit\":");
+        rc = rc ? rc : put_str_or_null(b, s->units ? s->units[i] : NULL);
+        rc = rc ? rc : hs_buf_printf(b, ",\"id\":");
+        rc = rc ? rc : put_str_or_null(b, s->type_ids ? s->type_ids[i] : NULL);
+        rc = rc ? rc : hs_buf_printf(b, ",\"total\":");
+        rc = rc ? rc : put_i64(b, s->totals ? s->totals[i] : 0);
+        rc = rc ? rc : hs_buf_putc(b, '}');
+    }
+    rc = rc ? rc : hs_buf_printf(b, "],\"main_type\":%" PRIu32, s->main_type);
+    rc = rc ? rc : put_functions(b, s);
+    rc = rc ? rc : hs_buf_printf(b, ",\"spans\":[");
+    for (uint32_t i = 0; i < s->nspans && rc == 0; i++) {
+        const uint8_t *id = s->spans[i].id;
+        rc = hs_buf_printf(b, "%s{\"span_id\":\"%02x%02x%02x%02x%02x%02x%02x%02x\",\"values\":",
+                           i ? "," : "", id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7]);
+        rc = rc ? rc : put_i64_array(b, s->spans[i].values, s->ntypes);
+        rc = rc ? rc : hs_buf_putc(b, '}');
+    }
+    return rc ? rc : hs_buf_putc(b, ']');
+}
+
+/* {"profile":{"tenant":..,"labels":{..},"from_ns":"..","until_ns":"..","id":..,<summary>,
+ * "pprof":"<base64 of the bytes as received>"}} and a newline. */
+static int profile_line(const char *tenant, const struct hs_profile *p, struct hs_buf *b)
+{
+    int rc = hs_buf_printf(b, "{\"profile\":{\"tenant\":");
+    rc = rc ? rc : put_str_or_null(b, tenant);
+    rc = rc ? rc : hs_buf_printf(b, ",\"labels\":{");
+    for (uint32_t i = 0; i < p->nlabels && rc == 0; i++) {
+        rc = i ? hs_buf_putc(b, ',') : 0;
+        rc = rc ? rc : put_str_or_null(b, p->labels[i].name);
+        rc = rc ? rc : hs_buf_putc(b, ':');
+        rc = rc ? rc : put_str_or_null(b, p->labels[i].value);
+    }
+    rc = rc ? rc : hs_buf_printf(b, "},\"from_ns\":");
+    rc = rc ? rc : put_i64(b, p->from_ns);
+    rc = rc ? rc : hs_buf_printf(b, ",\"until_ns\":");
+    rc = rc ? rc : put_i64(b, p->until_ns);
+    rc = rc ? rc : hs_buf_printf(b, ",\"id\":");
+    rc = rc ? rc : put_str_or_null(b, p->id);
+    rc = rc ? rc : put_summary(b, &p->summary);
+    rc = rc ? rc : hs_buf_printf(b, ",\"pprof\":\"");
+    rc = rc ? rc : put_base64(b, p->raw, p->raw_len);
+    rc = rc ? rc : hs_buf_printf(b, "\"}}\n");
+    return rc;
+}
+
+static int file_consume_profiles(struct hs_component *c, struct hs_profiles *batch)
+{
+    struct file_exp *f = hs_container_of(c, struct file_exp, base);
+    if (!f->started || f->closing) {
+        hs_profiles_unref(batch);
+        return HS_EAGAIN;
+    }
+    for (uint32_t i = 0; i < batch->count; i++) {
+        hs_buf_reset(&f->line);
+        int rc = profile_line(batch->tenant, batch->items[i], &f->line);
+        if (rc)
+            file_drop(f, f->failed_profiles, rc == HS_ENOMEM ? "out_of_memory" : "encode_failed",
+                      1);
+        else if (file_write_line(f) != 0)
+            file_drop(f, f->failed_profiles, "write_failed", 1);
+        else
+            hs_counter_add(f->sent_profiles, 1);
+    }
+    hs_profiles_unref(batch);
+    if (f->line.cap > (4u << 20)) /* one huge profile should not pin its buffer for good */
         hs_buf_free(&f->line);
     return 0;
 }
@@ -216,6 +385,9 @@ static int file_start(struct hs_component *c, const struct hs_host *host)
     struct hs_exporter_counters counters = hs_metrics_exporter(host->metrics, c->id);
     f->sent = counters.sent;
     f->failed = counters.failed;
+    counters = hs_metrics_exporter_signal(host->metrics, c->id, HS_SIGNAL_PROFILES);
+    f->sent_profiles = counters.sent;
+    f->failed_profiles = counters.failed;
     int rc = file_open(f);
     if (rc) {
         hs_log_error(c->id, "open %s: %s", f->conf.path, strerror(-rc));
@@ -253,12 +425,14 @@ static void file_destroy(struct hs_component *c)
 const struct hs_component_type hs_exporter_file = {
     .name = "file",
     .kind = HS_KIND_EXPORTER,
-    .signals = HS_SIGNAL_TRACES,
-    .doc = "Appends each batch as a line of OTLP/JSON to a file, rotated by size.",
+    .signals = HS_SIGNAL_TRACES | HS_SIGNAL_PROFILES,
+    .doc = "Appends each traces batch (as OTLP/JSON) and each profile as a JSON line to a file, "
+           "rotated by size.",
     .fields = file_fields,
     .create = file_create,
     .start = file_start,
     .consume_traces = file_consume,
+    .consume_profiles = file_consume_profiles,
     .ready = file_ready,
     .shutdown = file_shutdown,
     .destroy = file_destroy,

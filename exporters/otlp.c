@@ -14,7 +14,7 @@
 #include "core/config.h"
 #include "core/http_client.h"
 #include "core/log.h"
-#include "core/metrics.h"
+#include "core/sender.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "pdata/otlp_json.h"
 #include "pdata/traces.h"
@@ -22,23 +22,6 @@
 /* Measured on 8192 typical spans (2.6 MB): level 1 gives 4.74x at 0.63 CPU-s per million spans,
  * level 6 gives 4.97x at 1.48. 5% fewer bytes is not worth half of our CPU budget (design §11). */
 #define GZIP_LEVEL 1
-#define LOG_BODY_BYTES 200
-
-struct queue_config {
-    bool enabled;
-    uint32_t num_consumers;
-    uint32_t queue_size;
-    uint64_t queue_bytes;
-};
-
-struct retry_config {
-    bool enabled;
-    uint64_t initial_interval_ms;
-    double randomization_factor;
-    double multiplier;
-    uint64_t max_interval_ms;
-    uint64_t max_elapsed_ms;
-};
 
 struct otlp_config {
     char *endpoint;
@@ -47,44 +30,12 @@ struct otlp_config {
     char *compression;
     char *encoding;
     uint64_t timeout_ms;
-    struct queue_config queue;
-    struct retry_config retry;
+    struct hs_sender_queue_config queue;
+    struct hs_sender_retry_config retry;
 };
 
 static const char *const compression_choices[] = {"gzip", "none", NULL};
 static const char *const encoding_choices[] = {"proto", "json", NULL};
-
-static const struct hs_config_field queue_fields[] = {
-    {"enabled", HS_CFG_BOOL, offsetof(struct queue_config, enabled), "true",
-     .doc = "queue batches while requests are in flight; when false only num_consumers batches "
-            "are held (the ones being sent) and the pipeline is refused beyond that"},
-    {"num_consumers", HS_CFG_UINT, offsetof(struct queue_config, num_consumers), "10", .min = 1,
-     .max = 1000, .doc = "requests in flight at once (a batch waiting to retry keeps its slot)"},
-    {"queue_size", HS_CFG_UINT, offsetof(struct queue_config, queue_size), "1000", .min = 1,
-     .max = 1 << 20,
-     .doc = "batches held, those in flight included; beyond it the pipeline is "
-            "refused (backpressure)"},
-    {"queue_bytes", HS_CFG_SIZE, offsetof(struct queue_config, queue_bytes), "64MiB", .min = 1,
-     .doc = "bytes of batches held (uncompressed), in flight included"},
-    {0},
-};
-
-static const struct hs_config_field retry_fields[] = {
-    {"enabled", HS_CFG_BOOL, offsetof(struct retry_config, enabled), "true",
-     .doc = "retry 429, 502, 503, 504 and transport errors; when false they are dropped"},
-    {"initial_interval", HS_CFG_DURATION, offsetof(struct retry_config, initial_interval_ms), "5s",
-     .min = 1, .max = 3600000, .doc = "wait before the first retry"},
-    {"randomization_factor", HS_CFG_DOUBLE, offsetof(struct retry_config, randomization_factor),
-     "0.5", .min = 0, .max = 1, .doc = "jitter: each wait is the interval times 1 ± this"},
-    {"multiplier", HS_CFG_DOUBLE, offsetof(struct retry_config, multiplier), "1.5", .min = 1,
-     .max = 100, .doc = "growth of the interval after each retry"},
-    {"max_interval", HS_CFG_DURATION, offsetof(struct retry_config, max_interval_ms), "30s",
-     .min = 1, .max = 3600000, .doc = "cap on the interval"},
-    {"max_elapsed_time", HS_CFG_DURATION, offsetof(struct retry_config, max_elapsed_ms), "300s",
-     .min = 0, .max = 7 * 86400000LL,
-     .doc = "give up on a batch this long after its first attempt (dropped); 0 = never"},
-    {0},
-};
 
 static const struct hs_config_field otlp_fields[] = {
     {"endpoint", HS_CFG_URL, offsetof(struct otlp_config, endpoint), NULL,
@@ -100,31 +51,11 @@ static const struct hs_config_field otlp_fields[] = {
     {"timeout", HS_CFG_DURATION, offsetof(struct otlp_config, timeout_ms), "30s", .min = 1,
      .max = 3600000, .doc = "time limit of one request, connecting included"},
     {"sending_queue", HS_CFG_SECTION, offsetof(struct otlp_config, queue), NULL,
-     .sub = queue_fields, .doc = "the in-memory queue in front of the backend"},
+     .sub = hs_sender_queue_fields, .doc = "the in-memory queue in front of the backend"},
     {"retry_on_failure", HS_CFG_SECTION, offsetof(struct otlp_config, retry), NULL,
-     .sub = retry_fields, .doc = "exponential backoff with jitter, honouring Retry-After"},
+     .sub = hs_sender_retry_fields,
+     .doc = "exponential backoff with jitter, honouring Retry-After"},
     {0},
-};
-
-/* A batch waiting in the queue. */
-struct req {
-    struct req *next;
-    struct hs_traces *batch;
-    size_t bytes; /* as counted against queue_bytes */
-    uint32_t spans;
-};
-
-/* A consumer: one batch from its first attempt until it is sent or dropped, retries included,
- * so a backend that is down holds every slot and the queue fills (backpressure). */
-struct slot {
-    struct otlp_exp *e;
-    uv_timer_t timer;  /* the wait before a retry */
-    struct req *req;   /* NULL when idle */
-    struct hs_buf enc; /* the encoded body, when it is not the batch's own bytes */
-    const uint8_t *body;
-    size_t body_len;
-    uint64_t first_ms;
-    uint64_t interval_ms;
 };
 
 struct otlp_exp {
@@ -134,24 +65,11 @@ struct otlp_exp {
     char **headers;
     size_t header_count;
     bool gzip, json;
-    uint32_t capacity; /* batches held at most */
-
-    struct hs_http_client *client;
-    struct slot *slots;
-    uint32_t nslots;
-    struct req *head, **tail;
-    uint32_t held; /* queued + in slots */
-    uint64_t held_bytes;
-    uint64_t rng;
-
-    bool started, closing, finishing;
-    unsigned closing_handles;
+    struct hs_sender *sender;
+    bool closing;
     hs_done_cb done;
     struct hs_ratelimit log_rl;
-    struct hs_counter *sent, *send_failed, *enqueue_failed, *retries;
 };
-
-static void exp_progress(struct otlp_exp *e);
 
 /* ---- create ----------------------------------------------------------------------------- */
 
@@ -190,20 +108,7 @@ static void build_headers(struct otlp_exp *e)
 
 static void exp_free(struct otlp_exp *e)
 {
-    while (e->head) {
-        struct req *r = e->head;
-        e->head = r->next;
-        hs_traces_unref(r->batch);
-        free(r);
-    }
-    for (uint32_t i = 0; e->slots && i < e->nslots; i++) {
-        if (e->slots[i].req) {
-            hs_traces_unref(e->slots[i].req->batch);
-            free(e->slots[i].req);
-        }
-        hs_buf_free(&e->slots[i].enc);
-    }
-    free(e->slots);
+    hs_sender_free(e->sender);
     for (size_t i = 0; i < e->header_count; i++)
         free(e->headers[i]);
     free(e->headers);
@@ -212,106 +117,16 @@ static void exp_free(struct otlp_exp *e)
     free(e);
 }
 
-static int exp_create(const struct hs_config_node *cfg, const char *path, struct hs_component **out,
-                      struct hs_error *err)
+/* ---- the sender's hooks ----------------------------------------------------------------- */
+
+static int otlp_encode(void *ud, void *item, uint32_t part, struct hs_sender_request *req)
 {
-    struct otlp_exp *e = hs_xcalloc(1, sizeof(*e));
-    int rc = hs_config_decode(otlp_fields, cfg, &e->conf, path, err);
-    /* checked even when decoding failed, so every problem is reported at once; an endpoint
-     * with a bad URL is still "written", not missing */
-    if (!e->conf.endpoint && !e->conf.traces_endpoint && !hs_config_get(cfg, "endpoint") &&
-        !hs_config_get(cfg, "traces_endpoint")) {
-        hs_config_errorf(err, cfg, path, "one of endpoint or traces_endpoint is required");
-        rc = HS_EINVAL;
-    }
-    if (rc != 0)
-        goto fail;
-    e->url = traces_url(&e->conf);
-    if (!e->url)
-        goto fail;
-    e->gzip = strcmp(e->conf.compression, "gzip") == 0;
-    e->json = strcmp(e->conf.encoding, "json") == 0;
-    e->capacity = e->conf.queue.enabled ? e->conf.queue.queue_size : e->conf.queue.num_consumers;
-    e->nslots = e->conf.queue.num_consumers;
-    e->tail = &e->head;
-    e->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
-    build_headers(e);
-    *out = &e->base;
-    return 0;
-fail:
-    exp_free(e);
-    return HS_EINVAL;
-}
-
-/* ---- metrics ---------------------------------------------------------------------------- */
-
-static double gauge_queue_size(void *ud)
-{
-    return ((struct otlp_exp *)ud)->held;
-}
-
-static double gauge_queue_capacity(void *ud)
-{
-    return ((struct otlp_exp *)ud)->capacity;
-}
-
-static double gauge_queue_bytes(void *ud)
-{
-    return (double)((struct otlp_exp *)ud)->held_bytes;
-}
-
-static void metrics_register(struct otlp_exp *e, struct hs_metrics *m)
-{
-    char labels[256];
-    snprintf(labels, sizeof(labels), "exporter=\"%s\"", e->base.id);
-    struct hs_exporter_counters counters = hs_metrics_exporter(m, e->base.id);
-    e->sent = counters.sent;
-    e->send_failed = counters.failed;
-    e->enqueue_failed = hs_metrics_counter(m, "exporter_enqueue_failed_spans_total",
-                                           "Spans refused because the queue was full", labels);
-    e->retries = hs_metrics_counter(m, "exporter_retries_total", "Requests retried", labels);
-    hs_metrics_gauge(m, "exporter_queue_size", "Batches held (waiting and in flight)", labels,
-                     gauge_queue_size, e);
-    hs_metrics_gauge(m, "exporter_queue_capacity", "Batches the queue holds at most", labels,
-                     gauge_queue_capacity, e);
-    hs_metrics_gauge(m, "exporter_queue_bytes", "Bytes of the batches held", labels,
-                     gauge_queue_bytes, e);
-}
-
-/* ---- a batch's life in a slot ----------------------------------------------------------- */
-
-static uint64_t rng_next(struct otlp_exp *e)
-{
-    /* xorshift64*: jitter only needs to spread clients apart, not to be unpredictable */
-    e->rng ^= e->rng >> 12;
-    e->rng ^= e->rng << 25;
-    e->rng ^= e->rng >> 27;
-    return e->rng * 2685821657736338717ULL;
-}
-
-static void slot_release(struct slot *s)
-{
-    struct otlp_exp *e = s->e;
-    e->held--;
-    e->held_bytes -= s->req->bytes;
-    hs_traces_unref(s->req->batch);
-    free(s->req);
-    s->req = NULL;
-    s->body = NULL;
-    hs_buf_reset(&s->enc);
-}
-
-static void slot_drop(struct slot *s, const char *reason, uint64_t spans)
-{
-    struct otlp_exp *e = s->e;
-    hs_counter_add(e->send_failed, spans);
-    hs_metrics_drop(e->base.metrics, e->base.id, reason, spans);
-}
-
-static int slot_encode(struct slot *s)
-{
-    struct otlp_exp *e = s->e;
-    const struct hs_traces *t = s->req->batch;
+    struct otlp_exp *e = ud;
+    const struct hs_traces *t = item;
+    req->count = t->spans;
+    req->url = e->url;
+    req->headers = (const char *const *)e->headers;
+    req->header_count = e->header_count;
     const uint8_t *p = t->data;
     size_t len = t->len;
     struct hs_buf json = {0};
@@ -323,80 +138,27 @@ static int slot_encode(struct slot *s)
         len = json.len;
     }
     if (e->gzip) {
-        if ((rc = hs_gzip(p, len, GZIP_LEVEL, &s->enc)) != 0)
+        if ((rc = hs_gzip(p, len, GZIP_LEVEL, &req->body_buf)) != 0)
             goto out;
-        s->body = s->enc.data;
-        s->body_len = s->enc.len;
+        req->body = req->body_buf.data;
+        req->body_len = req->body_buf.len;
     } else if (e->json) {
-        hs_buf_free(&s->enc);
-        s->enc = json; /* the slot keeps the JSON itself */
+        req->body_buf = json; /* the request keeps the JSON itself */
         json = (struct hs_buf){0};
-        s->body = s->enc.data;
-        s->body_len = s->enc.len;
+        req->body = req->body_buf.data;
+        req->body_len = req->body_buf.len;
     } else {
-        s->body = t->data; /* the batch is already the request: send its bytes */
-        s->body_len = t->len;
+        req->body = t->data; /* the batch is already the request: send its bytes */
+        req->body_len = t->len;
     }
 out:
     hs_buf_free(&json);
     return rc;
 }
 
-static void on_response(void *ud, const struct hs_http_result *res);
-
-static void on_post_failed(uv_timer_t *t)
+static void otlp_release(void *ud, void *item)
 {
-    struct hs_http_result res = {.error = "could not start the request (out of memory)"};
-    on_response(t->data, &res);
-}
-
-static void slot_send(struct slot *s)
-{
-    struct otlp_exp *e = s->e;
-    int rc =
-        hs_http_client_post(e->client, e->url, (const char *const *)e->headers, e->header_count,
-                            s->body, s->body_len, e->conf.timeout_ms, on_response, s);
-    if (rc != 0) /* answered from the loop, as a transport error, so callers never recurse */
-        uv_timer_start(&s->timer, on_post_failed, 0, 0);
-}
-
-static void on_retry_timer(uv_timer_t *t)
-{
-    slot_send(t->data);
-}
-
-/* Returns true when the batch waits for another attempt, false when it was dropped. */
-static bool slot_retry(struct slot *s, const struct hs_http_result *res)
-{
-    struct otlp_exp *e = s->e;
-    const struct retry_config *pol = &e->conf.retry;
-    uint32_t spans = s->req->spans;
-    if (!pol->enabled) {
-        slot_drop(s, "send_failed", spans);
-        return false;
-    }
-    double unit = (double)(rng_next(e) >> 11) / (double)(1ULL << 53); /* [0, 1) */
-    double jitter = 1.0 + pol->randomization_factor * (2.0 * unit - 1.0);
-    uint64_t delay = HS_MAX((uint64_t)((double)s->interval_ms * jitter), res->retry_after_ms);
-    uint64_t elapsed = hs_now_ms() - s->first_ms;
-    if (pol->max_elapsed_ms && elapsed + delay > pol->max_elapsed_ms) {
-        slot_drop(s, "retry_exhausted", spans);
-        return false;
-    }
-    double next = (double)s->interval_ms * pol->multiplier;
-    s->interval_ms = next >= (double)pol->max_interval_ms ? pol->max_interval_ms : (uint64_t)next;
-    hs_counter_add(e->retries, 1);
-    uint32_t suppressed;
-    if (hs_ratelimit_allow(&e->log_rl, hs_now_ms(), &suppressed)) {
-        char why[64];
-        snprintf(why, sizeof(why), "HTTP %d", res->status);
-        hs_log_warn(e->base.id,
-                    "export of %u spans failed (%s), retrying in %llu ms "
-                    "(%u similar messages suppressed)",
-                    spans, res->status ? why : res->error, (unsigned long long)delay, suppressed);
-    }
-    uv_timer_start(&s->timer, on_retry_timer, delay, 0);
-    return true;
+    hs_traces_unref(item);
 }
 
 /* The response to a 2xx: partial_success.rejected_spans, from protobuf or JSON. */
@@ -433,162 +195,102 @@ static int64_t partial_rejected(const struct hs_http_result *res, char *msg, siz
     return rejected;
 }
 
-static void slot_sent(struct slot *s, const struct hs_http_result *res)
+static uint32_t otlp_on_success(void *ud, void *item, const struct hs_sender_request *req,
+                                const struct hs_http_result *res)
 {
-    struct otlp_exp *e = s->e;
+    struct otlp_exp *e = ud;
     char msg[256];
-    uint32_t spans = s->req->spans;
+    uint32_t spans = req->count;
     int64_t rejected = partial_rejected(res, msg, sizeof(msg));
     uint32_t bad = rejected <= 0 ? 0 : rejected >= spans ? spans : (uint32_t)rejected;
-    hs_counter_add(e->sent, spans - bad);
-    if (bad)
-        slot_drop(s, "rejected_by_backend", bad);
     uint32_t suppressed;
     if ((bad || msg[0]) && hs_ratelimit_allow(&e->log_rl, hs_now_ms(), &suppressed))
         hs_log_warn(e->base.id,
                     "backend rejected %u of %u spans: %s (%u similar messages suppressed)", bad,
                     spans, msg[0] ? msg : "no message", suppressed);
+    return bad;
 }
 
-/* Anything but 2xx, 429, 502, 503, 504: retrying will not help (wire.md §2). */
-static void slot_permanent(struct slot *s, const struct hs_http_result *res)
+static int exp_create(const struct hs_config_node *cfg, const char *path, struct hs_component **out,
+                      struct hs_error *err)
 {
-    struct otlp_exp *e = s->e;
-    char body[LOG_BODY_BYTES + 1];
-    size_t n = HS_MIN(res->body_len, (size_t)LOG_BODY_BYTES);
-    for (size_t i = 0; i < n; i++) /* often a binary google.rpc.Status: keep its text */
-        body[i] = res->body[i] >= 0x20 && res->body[i] < 0x7f ? (char)res->body[i] : '.';
-    body[n] = '\0';
-    slot_drop(s, "permanent_error", s->req->spans);
-    uint32_t suppressed;
-    if (hs_ratelimit_allow(&e->log_rl, hs_now_ms(), &suppressed))
-        hs_log_error(e->base.id,
-                     "export of %u spans failed permanently: HTTP %d: %s "
-                     "(%u similar messages suppressed)",
-                     s->req->spans, res->status, body, suppressed);
-}
-
-static void on_response(void *ud, const struct hs_http_result *res)
-{
-    struct slot *s = ud;
-    int st = res->status;
-    bool waits = false;
-    if (st >= 200 && st < 300)
-        slot_sent(s, res);
-    else if (st == 0 || st == 429 || st == 502 || st == 503 || st == 504)
-        waits = slot_retry(s, res);
-    else
-        slot_permanent(s, res);
-    if (!waits) {
-        slot_release(s);
-        exp_progress(s->e);
+    struct otlp_exp *e = hs_xcalloc(1, sizeof(*e));
+    int rc = hs_config_decode(otlp_fields, cfg, &e->conf, path, err);
+    /* checked even when decoding failed, so every problem is reported at once; an endpoint
+     * with a bad URL is still "written", not missing */
+    if (!e->conf.endpoint && !e->conf.traces_endpoint && !hs_config_get(cfg, "endpoint") &&
+        !hs_config_get(cfg, "traces_endpoint")) {
+        hs_config_errorf(err, cfg, path, "one of endpoint or traces_endpoint is required");
+        rc = HS_EINVAL;
     }
-}
-
-/* ---- the queue -------------------------------------------------------------------------- */
-
-/* Moves queued batches into idle slots and sends them. */
-static void exp_pump(struct otlp_exp *e)
-{
-    for (uint32_t i = 0; i < e->nslots && e->head;) {
-        struct slot *s = &e->slots[i];
-        if (s->req) {
-            i++;
-            continue;
-        }
-        s->req = e->head;
-        e->head = s->req->next;
-        if (!e->head)
-            e->tail = &e->head;
-        if (slot_encode(s) != 0) {
-            slot_drop(s, "encode_failed", s->req->spans);
-            slot_release(s);
-            continue; /* the slot is idle again: give it the next batch */
-        }
-        s->first_ms = hs_now_ms();
-        s->interval_ms = e->conf.retry.initial_interval_ms;
-        slot_send(s);
-        i++;
-    }
-}
-
-static void timer_closed(uv_handle_t *h)
-{
-    struct otlp_exp *e = ((struct slot *)h->data)->e;
-    if (--e->closing_handles == 0)
-        e->done(&e->base); /* nothing of ours is in the loop any more */
-}
-
-static void client_closed(void *ud)
-{
-    struct otlp_exp *e = ud;
-    if (--e->closing_handles == 0)
-        e->done(&e->base);
-}
-
-/* Sends what is queued; once shutting down and empty, closes everything and reports done. */
-static void exp_progress(struct otlp_exp *e)
-{
-    exp_pump(e);
-    if (!e->closing || e->held > 0 || e->finishing)
-        return;
-    e->finishing = true;
-    hs_metrics_gauge_remove(e->base.metrics, e);
-    e->closing_handles = e->nslots + 1;
-    for (uint32_t i = 0; i < e->nslots; i++)
-        uv_close((uv_handle_t *)&e->slots[i].timer, timer_closed);
-    hs_http_client_close(e->client, client_closed, e);
+    if (rc != 0)
+        goto fail;
+    e->url = traces_url(&e->conf);
+    if (!e->url)
+        goto fail;
+    e->gzip = strcmp(e->conf.compression, "gzip") == 0;
+    e->json = strcmp(e->conf.encoding, "json") == 0;
+    e->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
+    build_headers(e);
+    *out = &e->base;
+    return 0;
+fail:
+    exp_free(e);
+    return HS_EINVAL;
 }
 
 /* ---- the component ---------------------------------------------------------------------- */
 
+/* The sender is made on first use, as the core fills base.id after create. */
+static struct hs_sender *exp_sender(struct otlp_exp *e)
+{
+    if (!e->sender)
+        e->sender = hs_sender_new(&(struct hs_sender_options){
+            .id = e->base.id,
+            .items = "spans",
+            .signal = HS_SIGNAL_TRACES,
+            .queue = &e->conf.queue,
+            .retry = &e->conf.retry,
+            .timeout_ms = e->conf.timeout_ms,
+            .hooks = {.encode = otlp_encode,
+                      .release = otlp_release,
+                      .on_success = otlp_on_success},
+            .ud = e,
+        });
+    return e->sender;
+}
+
 static bool exp_ready(struct hs_component *c)
 {
     struct otlp_exp *e = hs_container_of(c, struct otlp_exp, base);
-    return !e->closing && e->held < e->capacity && e->held_bytes < e->conf.queue.queue_bytes;
+    return !e->closing && hs_sender_ready(exp_sender(e));
 }
 
 static int exp_consume(struct hs_component *c, struct hs_traces *t)
 {
     struct otlp_exp *e = hs_container_of(c, struct otlp_exp, base);
-    if (!exp_ready(c)) {
-        if (e->enqueue_failed)
-            hs_counter_add(e->enqueue_failed, t->spans);
+    if (e->closing) {
         hs_traces_unref(t);
         return HS_EAGAIN;
     }
-    struct req *r = hs_xcalloc(1, sizeof(*r));
-    r->batch = t;
-    r->bytes = t->len;
-    r->spans = t->spans;
-    *e->tail = r;
-    e->tail = &r->next;
-    e->held++;
-    e->held_bytes += r->bytes;
-    if (e->started)
-        exp_pump(e);
-    return 0;
+    return hs_sender_submit(exp_sender(e), t, t->len, t->spans, 1);
 }
 
 static int exp_start(struct hs_component *c, const struct hs_host *host)
 {
     struct otlp_exp *e = hs_container_of(c, struct otlp_exp, base);
-    e->client = hs_http_client_new(host->loop);
-    if (!e->client)
-        return HS_ENOMEM;
     e->base.metrics = host->metrics;
-    e->slots = hs_xcalloc(e->nslots, sizeof(*e->slots));
-    for (uint32_t i = 0; i < e->nslots; i++) {
-        e->slots[i].e = e;
-        uv_timer_init(host->loop, &e->slots[i].timer);
-        e->slots[i].timer.data = &e->slots[i];
-    }
-    e->rng = (hs_wall_ns() ^ (uint64_t)(uintptr_t)e) | 1;
-    metrics_register(e, host->metrics);
-    e->started = true;
+    int rc = hs_sender_start(exp_sender(e), host->loop, host->metrics);
+    if (rc != 0)
+        return rc;
     hs_log_info(c->id, "exporting to %s", e->url);
-    exp_pump(e);
     return 0;
+}
+
+static void sender_done(void *ud)
+{
+    struct otlp_exp *e = ud;
+    e->done(&e->base);
 }
 
 static void exp_shutdown(struct hs_component *c, hs_done_cb done)
@@ -597,12 +299,8 @@ static void exp_shutdown(struct hs_component *c, hs_done_cb done)
     if (e->closing) /* already on its way; the first done will fire */
         return;
     e->closing = true;
-    if (!e->started) {
-        done(c);
-        return;
-    }
     e->done = done;
-    exp_progress(e); /* done waits until what is queued is sent or given up on */
+    hs_sender_shutdown(exp_sender(e), sender_done, e); /* after what is held is settled */
 }
 
 static void exp_destroy(struct hs_component *c)

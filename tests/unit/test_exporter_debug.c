@@ -1,6 +1,6 @@
 /* test_exporter_debug.c: the debug exporter's output at each verbosity (the exact summary and span
- * lines, then the JSON), names that cannot forge lines, its counters, config errors and
- * lifecycle. */
+ * lines, then the JSON; the profile lines, labels and top functions), names that cannot forge
+ * lines, its counters, config errors and lifecycle. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "core/arena.h"
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/component.h"
@@ -19,6 +20,7 @@
 #include "core/metrics.h"
 #include "exporters/debug.h"
 #include "pdata/otlp_json.h"
+#include "pdata/profiles.h"
 #include "pdata/traces.h"
 
 extern const struct hs_component_type hs_exporter_debug;
@@ -206,6 +208,106 @@ static void test_lifecycle(void **state)
     assert_string_equal(output(fx), "");
 }
 
+/* ---- profiles --------------------------------------------------------------------------- */
+
+static int64_t *vals(struct hs_profile *p, int64_t a, int64_t b)
+{
+    int64_t *v = hs_arena_alloc(p->arena, 2 * sizeof(*v));
+    v[0] = a;
+    v[1] = b;
+    return v;
+}
+
+/* Summary filled by hand: cpu (index 1) is the main type; self of cpu: work 30 ms, idle 20 ms,
+ * main and aaa 0, of 50 ms; 12 more functions with self 0 to test the top-10 cut. */
+static struct hs_profile *summarized_profile(void)
+{
+    struct hs_profile *p = hs_profile_new();
+    assert_int_equal(hs_profile_set_raw(p, "0123456789", 10), 0);
+    assert_int_equal(hs_profile_set_label(p, "service_name", 12, "check\nout", 9), 0);
+    assert_int_equal(hs_profile_set_label(p, "__name__", 8, "process_cpu", 11), 0);
+    p->from_ns = 1700000000000000000LL;
+    p->until_ns = 1700000010500000000LL;
+    struct hs_profile_summary *s = &p->summary;
+    static const char *ids[] = {"process_cpu:samples:count:cpu:nanoseconds",
+                                "process_cpu:cpu:nanoseconds:cpu:nanoseconds"};
+    s->ntypes = 2;
+    s->type_ids = ids;
+    s->main_type = 1;
+    s->samples = 5;
+    s->totals = vals(p, 5, 50000000);
+    s->nfuncs = 16;
+    s->funcs = hs_arena_alloc(p->arena, s->nfuncs * sizeof(*s->funcs));
+    s->funcs[0] = (struct hs_profile_func){"main", "main.go", vals(p, 0, 0), vals(p, 5, 50000000)};
+    s->funcs[1] = (struct hs_profile_func){"idle", "", vals(p, 2, 20000000), vals(p, 2, 20000000)};
+    s->funcs[2] =
+        (struct hs_profile_func){"work", "w.go", vals(p, 3, 30000000), vals(p, 3, 30000000)};
+    s->funcs[3] = (struct hs_profile_func){"aaa", "", vals(p, 0, 0), vals(p, 2, 20000000)};
+    for (uint32_t i = 4; i < s->nfuncs; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "z%02u", i);
+        s->funcs[i] = (struct hs_profile_func){hs_profile_strdup(p, name, 3), "", vals(p, 0, 0),
+                                               vals(p, 0, 0)};
+    }
+    return p;
+}
+
+static void consume_two(struct fixture *fx, const char *tenant)
+{
+    struct hs_profiles *b = hs_profiles_new(tenant);
+    assert_int_equal(hs_profiles_add(b, summarized_profile()), 0);
+    struct hs_profile *bare = hs_profile_new();
+    assert_int_equal(hs_profile_set_raw(bare, "x", 1), 0);
+    assert_int_equal(hs_profiles_add(b, bare), 0);
+    assert_int_equal(hs_exporter_debug.consume_profiles(fx->c, b), 0);
+}
+
+#define PROFILE_LINES                                                                              \
+    "check?out types=process_cpu:samples:count:cpu:nanoseconds,"                                   \
+    "process_cpu:cpu:nanoseconds:cpu:nanoseconds samples=5 from=1700000000000000000 "              \
+    "dur=10500.000ms bytes=10\n"
+
+static void test_profiles_basic(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "{}");
+    consume_two(fx, "t1");
+    consume_two(fx, NULL);
+    assert_string_equal(output(fx), "profiles: 2 (tenant t1)\nprofiles: 2 (tenant -)\n");
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_profiles_total{exporter=\"debug\"} "), 4);
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_spans_total{exporter=\"debug\"} "), 0);
+}
+
+static void test_profiles_normal(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: normal");
+    consume_two(fx, "t1");
+    assert_string_equal(output(fx), "profiles: 2 (tenant t1)\n" PROFILE_LINES
+                                    "- types=- samples=0 from=0 dur=0.000ms bytes=1\n");
+}
+
+static void test_profiles_detailed(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: detailed");
+    consume_two(fx, "t1");
+    assert_string_equal(output(fx), "profiles: 2 (tenant t1)\n" PROFILE_LINES
+                                    "  labels: __name__=process_cpu service_name=check?out\n"
+                                    "  self  60.0% 30000000 work (w.go)\n"
+                                    "  self  40.0% 20000000 idle\n"
+                                    "  self   0.0% 0 aaa\n"
+                                    "  self   0.0% 0 main (main.go)\n"
+                                    "  self   0.0% 0 z04\n"
+                                    "  self   0.0% 0 z05\n"
+                                    "  self   0.0% 0 z06\n"
+                                    "  self   0.0% 0 z07\n"
+                                    "  self   0.0% 0 z08\n"
+                                    "  self   0.0% 0 z09\n" /* ten, then cut */
+                                    "- types=- samples=0 from=0 dur=0.000ms bytes=1\n"
+                                    "  labels:\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +316,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_detailed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles_basic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles_normal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles_detailed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

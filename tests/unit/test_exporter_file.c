@@ -1,6 +1,7 @@
 /* test_exporter_file.c: the file exporter: one JSON line per batch that reads back as the same
- * wire bytes, size rotation that keeps max_backups files in order, a full disk dropped and
- * counted, config errors with their positions, and the lifecycle rules. */
+ * wire bytes, one JSON line per profile with every field of its shape, size rotation that keeps
+ * max_backups files in order, a full disk dropped and counted, config errors with their
+ * positions, and the lifecycle rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,12 +17,14 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "core/arena.h"
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/component.h"
 #include "core/config.h"
 #include "core/metrics.h"
 #include "pdata/otlp_json.h"
+#include "pdata/profiles.h"
 #include "pdata/traces.h"
 
 extern const struct hs_component_type hs_exporter_file;
@@ -387,6 +390,205 @@ static void test_lifecycle(void **state)
     assert_int_equal(hs_exporter_file.consume_traces(fx->c, batch(0, 1, 1)), HS_EAGAIN);
 }
 
+/* ---- profiles --------------------------------------------------------------------------- */
+
+#define FROM_NS 1700000000123456789LL /* past 2^53: must survive as a string */
+#define UNTIL_NS 1700000010123456789LL
+
+static int64_t *vals(struct hs_profile *p, int64_t a, int64_t b)
+{
+    int64_t *v = hs_arena_alloc(p->arena, 2 * sizeof(*v));
+    v[0] = a;
+    v[1] = b;
+    return v;
+}
+
+/* A profile with its summary filled by hand: types [samples/count, cpu/nanoseconds], cpu the
+ * main one; functions main (all of it below), work, idle and aaa; one span. */
+static struct hs_profile *summarized_profile(const uint8_t *raw, size_t raw_len)
+{
+    struct hs_profile *p = hs_profile_new();
+    assert_int_equal(hs_profile_set_raw(p, raw, raw_len), 0);
+    assert_int_equal(hs_profile_set_label(p, "service_name", 12, "checkout", 8), 0);
+    assert_int_equal(hs_profile_set_label(p, "__name__", 8, "process_cpu", 11), 0);
+    assert_int_equal(hs_profile_set_label(p, "q", 1, "a\"b\n", 4), 0);
+    p->from_ns = FROM_NS;
+    p->until_ns = UNTIL_NS;
+    struct hs_profile_summary *s = &p->summary;
+    s->ntypes = 2;
+    static const char *types[] = {"samples", "cpu"}, *units[] = {"count", "nanoseconds"};
+    static const char *ids[] = {"process_cpu:samples:count:cpu:nanoseconds",
+                                "process_cpu:cpu:nanoseconds:cpu:nanoseconds"};
+    s->types = types;
+    s->units = units;
+    s->type_ids = ids;
+    s->period_type = "cpu";
+    s->period_unit = "nanoseconds";
+    s->period = 10000000;
+    s->main_type = 1;
+    s->samples = 5;
+    s->totals = vals(p, 5, 50000000);
+    s->nfuncs = 4;
+    s->funcs = hs_arena_alloc(p->arena, 4 * sizeof(*s->funcs));
+    s->funcs[0] = (struct hs_profile_func){"idle", "", vals(p, 2, 20000000), vals(p, 2, 20000000)};
+    s->funcs[1] = (struct hs_profile_func){"main", "main.go", vals(p, 0, 0), vals(p, 5, 50000000)};
+    s->funcs[2] = (struct hs_profile_func){"aaa", "", vals(p, 0, 0), vals(p, 2, 20000000)};
+    s->funcs[3] =
+        (struct hs_profile_func){"work", "w.go", vals(p, 3, 30000000), vals(p, 3, 30000000)};
+    s->nspans = 1;
+    s->spans = hs_arena_alloc(p->arena, sizeof(*s->spans));
+    static const uint8_t span[8] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
+    memcpy(s->spans[0].id, span, 8);
+    s->spans[0].values = vals(p, 1, 10000000);
+    return p;
+}
+
+static const char *str_at(json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static void assert_values(json_t *arr, const char *a, const char *b)
+{
+    assert_int_equal(json_array_size(arr), 2);
+    assert_string_equal(json_string_value(json_array_get(arr, 0)), a);
+    assert_string_equal(json_string_value(json_array_get(arr, 1)), b);
+}
+
+static void test_profile_lines(void **state)
+{
+    struct fixture *fx = *state;
+    create_and_start(fx, "path: %s\n");
+    uint8_t raw[256];
+    for (size_t i = 0; i < sizeof(raw); i++)
+        raw[i] = (uint8_t)(255 - i);
+    struct hs_profiles *b = hs_profiles_new("t1");
+    assert_int_equal(hs_profiles_add(b, summarized_profile(raw, sizeof(raw))), 0);
+    struct hs_profile *bare = hs_profile_new(); /* nothing summarized: still a valid line */
+    assert_int_equal(hs_profile_set_raw(bare, "x", 1), 0);
+    bare->id = hs_profile_strdup(bare, "id-1", 4);
+    assert_int_equal(hs_profiles_add(b, bare), 0);
+    assert_int_equal(hs_exporter_file.consume_profiles(fx->c, b), 0);
+    assert_int_equal(hs_exporter_file.consume_profiles(fx->c, hs_profiles_new(NULL)),
+                     0); /* empty: no line */
+
+    size_t len;
+    char *text = slurp(fx->path, &len);
+    char *nl = strchr(text, '\n');
+    assert_non_null(nl);
+    json_error_t je;
+    json_t *root = json_loadb(text, (size_t)(nl - text), 0, &je);
+    if (!root)
+        fail_msg("not JSON: %s", je.text);
+    json_t *pr = json_object_get(root, "profile");
+    assert_int_equal(json_object_size(root), 1);
+    assert_string_equal(str_at(pr, "tenant"), "t1");
+    json_t *labels = json_object_get(pr, "labels");
+    assert_int_equal(json_object_size(labels), 3);
+    assert_string_equal(str_at(labels, "service_name"), "checkout");
+    assert_string_equal(str_at(labels, "__name__"), "process_cpu");
+    assert_string_equal(str_at(labels, "q"), "a\"b\n"); /* escaped, not breaking the line */
+    assert_string_equal(str_at(pr, "from_ns"), "1700000000123456789");
+    assert_string_equal(str_at(pr, "until_ns"), "1700000010123456789");
+    assert_true(json_is_null(json_object_get(pr, "id")));
+    assert_int_equal(json_integer_value(json_object_get(pr, "samples")), 5);
+    assert_string_equal(str_at(pr, "period_type"), "cpu");
+    assert_string_equal(str_at(pr, "period_unit"), "nanoseconds");
+    assert_string_equal(str_at(pr, "period"), "10000000");
+    json_t *types = json_object_get(pr, "types");
+    assert_int_equal(json_array_size(types), 2);
+    json_t *t1 = json_array_get(types, 1);
+    assert_string_equal(str_at(t1, "type"), "cpu");
+    assert_string_equal(str_at(t1, "unit"), "nanoseconds");
+    assert_string_equal(str_at(t1, "id"), "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    assert_string_equal(str_at(t1, "total"), "50000000");
+    assert_string_equal(str_at(json_array_get(types, 0), "type"), "samples");
+    assert_int_equal(json_integer_value(json_object_get(pr, "main_type")), 1);
+
+    /* by total of cpu, heaviest first; aaa before idle on a tie */
+    json_t *fns = json_object_get(pr, "functions");
+    assert_int_equal(json_array_size(fns), 4);
+    static const char *order[] = {"main", "work", "aaa", "idle"};
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(str_at(json_array_get(fns, i), "name"), order[i]);
+    json_t *work = json_array_get(fns, 1);
+    assert_string_equal(str_at(work, "file"), "w.go");
+    assert_values(json_object_get(work, "self"), "3", "30000000");
+    assert_values(json_object_get(work, "total"), "3", "30000000");
+    assert_string_equal(str_at(json_array_get(fns, 3), "file"), "");
+
+    json_t *spans = json_object_get(pr, "spans");
+    assert_int_equal(json_array_size(spans), 1);
+    assert_string_equal(str_at(json_array_get(spans, 0), "span_id"), "0123456789abcdef");
+    assert_values(json_object_get(json_array_get(spans, 0), "values"), "1", "10000000");
+
+    /* the pprof byte for byte, decoded here independently of the exporter's encoder */
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *enc = str_at(pr, "pprof");
+    assert_int_equal(strlen(enc), (sizeof(raw) + 2) / 3 * 4);
+    uint8_t dec[sizeof(raw) + 3];
+    size_t n = 0;
+    for (size_t i = 0; enc[i]; i += 4) {
+        uint32_t v = 0;
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            if (enc[i + k] == '=') {
+                pad++;
+                v <<= 6;
+                continue;
+            }
+            const char *pos = strchr(b64, enc[i + k]);
+            assert_non_null(pos);
+            v = v << 6 | (uint32_t)(pos - b64);
+        }
+        dec[n++] = (uint8_t)(v >> 16);
+        if (pad < 2)
+            dec[n++] = (uint8_t)(v >> 8);
+        if (pad < 1)
+            dec[n++] = (uint8_t)v;
+    }
+    assert_int_equal(n, sizeof(raw));
+    assert_memory_equal(dec, raw, sizeof(raw));
+    json_decref(root);
+
+    /* the second line: a bare profile */
+    char *line2 = nl + 1;
+    char *nl2 = strchr(line2, '\n');
+    assert_non_null(nl2);
+    assert_string_equal(nl2 + 1, ""); /* two lines, nothing for the empty batch */
+    root = json_loadb(line2, (size_t)(nl2 - line2), 0, &je);
+    assert_non_null(root);
+    pr = json_object_get(root, "profile");
+    assert_string_equal(str_at(pr, "id"), "id-1");
+    assert_string_equal(str_at(pr, "pprof"), "eA==");
+    assert_int_equal(json_array_size(json_object_get(pr, "functions")), 0);
+    assert_int_equal(json_object_size(json_object_get(pr, "labels")), 0);
+    json_decref(root);
+    free(text);
+
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_profiles_total{exporter=\"file/x\"} "), 2);
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_spans_total{exporter=\"file/x\"} "), 0);
+}
+
+static void test_profile_null_tenant_and_refused(void **state)
+{
+    struct fixture *fx = *state;
+    create_and_start(fx, "path: %s\n");
+    struct hs_profiles *b = hs_profiles_new(NULL);
+    assert_int_equal(hs_profiles_add(b, summarized_profile((const uint8_t *)"ab", 2)), 0);
+    assert_int_equal(hs_exporter_file.consume_profiles(fx->c, b), 0);
+    size_t len;
+    char *text = slurp(fx->path, &len);
+    json_t *root = json_loadb(text, len, 0, NULL);
+    assert_non_null(root);
+    assert_true(json_is_null(json_object_get(json_object_get(root, "profile"), "tenant")));
+    json_decref(root);
+    free(text);
+    hs_exporter_file.shutdown(fx->c, on_done);
+    b = hs_profiles_new("t");
+    assert_int_equal(hs_exporter_file.consume_profiles(fx->c, b), HS_EAGAIN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,6 +600,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_fails_on_bad_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profile_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profile_null_tenant_and_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,7 +77,7 @@ static void test_every_error_at_once(void **state)
                        "    metrics: {receivers: [otlp], exporters: [debug]}\n"; /* 15 */
     assert_int_equal(load(yaml, &err, NULL), HS_EINVAL);
     assert_true(has_line(&err, "t.yaml:3:3: receivers.zipkin: unknown receiver type (known: "
-                               "otlp)"));
+                               "otlp, pyroscope)"));
     assert_true(has_line(&err, "t.yaml:5:20: processors.batch.timeout: \"30x\" is not a "
                                "duration (try 30s)"));
     assert_true(has_line(&err, "t.yaml:8:1: extensions: unknown key (known: receivers, "
@@ -110,14 +110,19 @@ static void test_receiver_needs_a_protocol(void **state)
 /* A minimal config for every registered type; a type missing here fails the test, so each new
  * component gets its lifecycle checked. */
 static const struct {
+    enum hs_kind kind;
     const char *type;
     const char *yaml;
 } minimal[] = {
-    {"otlp", "protocols: {http: {endpoint: '127.0.0.1:0'}}"},
-    {"batch", "{}"},
-    {"otlphttp", "{endpoint: 'http://127.0.0.1:9'}"},
-    {"debug", "{}"},
-    {"file", "{path: '/tmp/hotspan-test-service-lifecycle.jsonl'}"},
+    {HS_KIND_RECEIVER, "otlp", "protocols: {http: {endpoint: '127.0.0.1:0'}}"},
+    {HS_KIND_RECEIVER, "pyroscope", "{endpoint: '127.0.0.1:0'}"},
+    {HS_KIND_PROCESSOR, "batch", "{}"},
+    {HS_KIND_PROCESSOR, "correlator", "{}"},
+    {HS_KIND_EXPORTER, "otlp", "{endpoint: 'http://127.0.0.1:9'}"},
+    {HS_KIND_EXPORTER, "otlphttp", "{endpoint: 'http://127.0.0.1:9'}"},
+    {HS_KIND_EXPORTER, "pyroscope", "{endpoint: 'http://127.0.0.1:9'}"},
+    {HS_KIND_EXPORTER, "debug", "{}"},
+    {HS_KIND_EXPORTER, "file", "{path: '/tmp/hotspan-test-service-lifecycle.jsonl'}"},
 };
 
 static int done_calls;
@@ -143,8 +148,10 @@ static void lifecycle(const struct hs_component_type *t, const char *yaml, bool 
     struct hs_consumer none = {0};
     c->loop = &loop;
     c->metrics = m;
-    if (t->kind != HS_KIND_EXPORTER)
+    if (t->kind != HS_KIND_EXPORTER) {
         c->next = &none;
+        c->next_profiles = &none;
+    }
     if (start) {
         const struct hs_host host = {.loop = &loop, .metrics = m};
         assert_int_equal(t->start(c, &host), 0);
@@ -169,9 +176,7 @@ static void test_lifecycle_of_every_type(void **state)
     for (size_t i = 0; i < count; i++) {
         const char *yaml = NULL;
         for (size_t j = 0; j < sizeof(minimal) / sizeof(minimal[0]); j++)
-            if (strcmp(minimal[j].type, all[i]->name) == 0 ||
-                (strcmp(all[i]->name, "otlp") == 0 && all[i]->kind == HS_KIND_EXPORTER &&
-                 strcmp(minimal[j].type, "otlphttp") == 0))
+            if (minimal[j].kind == all[i]->kind && strcmp(minimal[j].type, all[i]->name) == 0)
                 yaml = minimal[j].yaml;
         if (!yaml)
             fail_msg("no minimal config in test_service.c for %s %s", hs_kind_name(all[i]->kind),
