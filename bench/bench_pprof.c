@@ -1,0 +1,182 @@
+/* bench_pprof.c: hs_profile_summarize (gunzip, protobuf-c decode, checks, summary) on SDK-shaped
+ * profiles from pprof_payload.h: profiles/s, MiB/s of gzipped input, CPU-s per profile and peak
+ * RSS, medians of runs. `--seeds DIR` writes the fuzz seeds (tests/fuzz/corpus/pprof/) instead. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "bench/bench_common.h"
+#include "bench/pprof_payload.h"
+#include "core/errors.h"
+#include "pdata/profiles.h"
+
+static const char usage[] =
+    "usage: bench_pprof [--seconds S] [--runs N] [--only node|go] [--samples N] [--functions N]\n"
+    "                   [--seeds DIR]\n"
+    "  --seconds S   CPU seconds per run (default 0.5)\n"
+    "  --runs N      runs per profile shape; the median is printed (default 5)\n"
+    "  --only SHAPE  node (wall, ~15 s at 100 Hz) or go (cpu, 10 s)\n"
+    "  --samples N   override the samples of both shapes\n"
+    "  --functions N override the functions of both shapes\n"
+    "  --seeds DIR   write small fuzz seeds for fuzz_pprof into DIR and exit\n";
+
+static const struct hs_pprof_limits limits = {.max_decompressed = 16u << 20,
+                                              .max_samples = 16000,
+                                              .max_sample_labels = 64,
+                                              .max_stack_depth = 1024};
+
+static uint64_t sink;
+
+/* What a receiver does per profile: copy the body in, summarize, and (here) drop it. `shape`,
+ * when given, receives the summary's counts. */
+static void summarize_once(const struct hs_pprof_payload *pl, uint32_t shape[3])
+{
+    char err[256];
+    struct hs_profile *p = hs_profile_new();
+    if (!p || hs_profile_set_raw(p, pl->gz, pl->gz_len) != 0)
+        abort();
+    int rc = hs_profile_summarize(p, &limits, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "bench_pprof: summarize failed: %s: %s\n", hs_err_name(rc), err);
+        exit(1);
+    }
+    if (shape) {
+        shape[0] = p->summary.nfuncs;
+        shape[1] = p->summary.nstacks;
+        shape[2] = p->summary.nspans;
+    }
+    sink += p->summary.nstacks + p->summary.nfuncs + (uint64_t)p->summary.totals[0];
+    hs_profile_free(p);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static void bench_shape(const char *label, const struct hs_pprof_payload_opts *o, double seconds,
+                        int runs)
+{
+    struct hs_pprof_payload pl;
+    hs_pprof_payload_build(o, &pl);
+    uint32_t shape[3];
+    summarize_once(&pl, shape); /* warm up, and prove it decodes */
+    printf("%s: %u samples, %u functions, %u locations; %zu bytes gzipped, %zu raw\n"
+           "  summary: %u functions, %u distinct stacks, %u spans\n",
+           label, pl.samples, pl.functions, pl.locations, pl.gz_len, pl.raw_len, shape[0], shape[1],
+           shape[2]);
+    double *rate = calloc((size_t)runs, sizeof(double));
+    double *cpu_per = calloc((size_t)runs, sizeof(double));
+    for (int r = 0; r < runs; r++) {
+        double c0 = hs_bench_cpu_s(), w0 = hs_bench_mono_s(), c1;
+        uint64_t n = 0;
+        do {
+            summarize_once(&pl, NULL);
+            n++;
+        } while ((c1 = hs_bench_cpu_s()) - c0 < seconds);
+        double wall = hs_bench_mono_s() - w0;
+        rate[r] = (double)n / wall;
+        cpu_per[r] = (c1 - c0) / (double)n;
+    }
+    qsort(rate, (size_t)runs, sizeof(double), cmp_double);
+    qsort(cpu_per, (size_t)runs, sizeof(double), cmp_double);
+    double pps = rate[runs / 2];
+    printf("  %.0f profiles/s, %.1f MiB/s gzipped (%.1f MiB/s raw), %.3f ms CPU per profile, "
+           "peak RSS %.1f MiB (median of %d)\n",
+           pps, pps * (double)pl.gz_len / (1 << 20), pps * (double)pl.raw_len / (1 << 20),
+           cpu_per[runs / 2] * 1e3, (double)peak_rss_kib() / 1024, runs);
+    free(rate);
+    free(cpu_per);
+    hs_pprof_payload_free(&pl);
+}
+
+/* fuzz_pprof reads its first byte as the mode: even = pprof bytes, odd = folded text. */
+static void write_seed(const char *dir, const char *name, uint8_t mode, const void *data,
+                       size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(&mode, 1, 1, f) != 1 || (len && fwrite(data, 1, len, f) != len) ||
+        fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+    printf("%s: %zu bytes\n", path, len + 1);
+}
+
+static void write_seeds(const char *dir)
+{
+    struct hs_pprof_payload_opts node = hs_pprof_payload_node_wall(),
+                                 go = hs_pprof_payload_go_cpu();
+    node.functions = 12, node.samples = 16, node.min_depth = 2, node.max_depth = 6;
+    node.spans = 3;
+    go.functions = 16, go.samples = 12, go.min_depth = 3, go.max_depth = 8, go.spans = 2;
+    struct hs_pprof_payload a, b;
+    hs_pprof_payload_build(&node, &a);
+    hs_pprof_payload_build(&go, &b);
+    write_seed(dir, "node-wall.pb.gz", 0, a.gz, a.gz_len);
+    write_seed(dir, "node-wall.pb", 0, a.raw, a.raw_len);
+    write_seed(dir, "go-cpu.pb.gz", 0, b.gz, b.gz_len);
+    write_seed(dir, "go-cpu.pb", 0, b.raw, b.raw_len);
+    static const char folded[] = "main;handler;db.query 120\n"
+                                 "main;handler;render;template.exec 40\r\n"
+                                 "\n"
+                                 "main;gc 3\n"
+                                 "main;fib;fib;fib 7\n";
+    write_seed(dir, "stacks.folded", 1, folded, sizeof(folded) - 1);
+    hs_pprof_payload_free(&a);
+    hs_pprof_payload_free(&b);
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = 0.5;
+    int runs = 5;
+    const char *only = NULL, *v;
+    uint32_t samples = 0, functions = 0;
+    for (int i = 1; i < argc; i++) {
+        if ((v = hs_bench_opt(argc, argv, &i, "--seconds")))
+            seconds = hs_bench_num("--seconds", v, 0.01, 600);
+        else if ((v = hs_bench_opt(argc, argv, &i, "--runs")))
+            runs = (int)hs_bench_num("--runs", v, 1, 1000);
+        else if ((v = hs_bench_opt(argc, argv, &i, "--samples")))
+            samples = (uint32_t)hs_bench_num("--samples", v, 1, 1e6);
+        else if ((v = hs_bench_opt(argc, argv, &i, "--functions")))
+            functions = (uint32_t)hs_bench_num("--functions", v, 8, 1e6);
+        else if ((v = hs_bench_opt(argc, argv, &i, "--only")))
+            only = v;
+        else if ((v = hs_bench_opt(argc, argv, &i, "--seeds"))) {
+            write_seeds(v);
+            return 0;
+        } else {
+            fputs(usage, stderr);
+            return 2;
+        }
+    }
+    if (only && strcmp(only, "node") != 0 && strcmp(only, "go") != 0) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    struct hs_pprof_payload_opts node = hs_pprof_payload_node_wall(),
+                                 go = hs_pprof_payload_go_cpu();
+    if (samples)
+        node.samples = go.samples = samples;
+    if (functions)
+        node.functions = go.functions = functions;
+    if (!only || strcmp(only, "node") == 0)
+        bench_shape("node wall 15 s", &node, seconds, runs);
+    if (!only || strcmp(only, "go") == 0)
+        bench_shape("go cpu 10 s", &go, seconds, runs);
+    return sink == 42 ? 1 : 0; /* sink is read, so the work is not optimized away */
+}
