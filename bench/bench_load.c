@@ -26,7 +26,7 @@
 static const char usage[] =
     "usage: bench_load [--target HOST:PORT] [--connections K] [--duration S] [--requests N]\n"
     "                  [--rate SPANS_PER_S] [--spans N] [--seed N] [--path P] [--gzip]\n"
-    "                  [--backoff-ms MS]\n"
+    "                  [--backoff-ms MS] [--body FILE --content-type CT [--items N]]\n"
     "  --target        where to POST (default 127.0.0.1:4318)\n"
     "  --connections   keep-alive connections, one thread each (default 32)\n"
     "  --duration      seconds to send for (default 5)\n"
@@ -36,6 +36,9 @@ static const char usage[] =
     "  --path          URL path (default /v1/traces)\n"
     "  --gzip          send the body gzip-compressed (Content-Encoding: gzip)\n"
     "  --backoff-ms    pause of a connection after a 429/503 (default 10)\n"
+    "  --body FILE     send this file as the body instead of the OTLP payload (e.g. a\n"
+    "                  profile), with --content-type; --items: what one request counts as\n"
+    "                  in the spans= figures (default 1)\n"
     "prints one line: load: key=value ...\n";
 
 struct load {
@@ -299,6 +302,29 @@ static void report(const struct load *l, struct conn *cs, int k, const char *tar
     free(lat);
 }
 
+/* The whole of a payload file, into p->data/len (malloc'd). */
+static int read_file(const char *path, struct hs_bench_payload *p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    struct hs_buf b = {0};
+    uint8_t chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        if (hs_buf_append(&b, chunk, n) != 0)
+            break;
+    bool ok = !ferror(f);
+    fclose(f);
+    if (!ok || b.len == 0) {
+        hs_buf_free(&b);
+        return -1;
+    }
+    p->data = b.data;
+    p->len = b.len;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *target = "127.0.0.1:4318", *path = "/v1/traces";
@@ -307,6 +333,8 @@ int main(int argc, char **argv)
     uint64_t requests = 0, seed = HS_BENCH_SEED_DEFAULT;
     uint32_t spans = HS_BENCH_SPANS_DEFAULT;
     bool gzip = false;
+    const char *body_file = NULL, *content_type = "application/x-protobuf";
+    uint32_t items = 1;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = hs_bench_opt(argc, argv, &i, "--target")))
@@ -327,6 +355,12 @@ int main(int argc, char **argv)
             path = v;
         else if ((v = hs_bench_opt(argc, argv, &i, "--backoff-ms")))
             backoff_ms = hs_bench_num("--backoff-ms", v, 0, 60000);
+        else if ((v = hs_bench_opt(argc, argv, &i, "--body")))
+            body_file = v;
+        else if ((v = hs_bench_opt(argc, argv, &i, "--content-type")))
+            content_type = v;
+        else if ((v = hs_bench_opt(argc, argv, &i, "--items")))
+            items = (uint32_t)hs_bench_num("--items", v, 1, 1e6);
         else if (strcmp(argv[i], "--gzip") == 0)
             gzip = true;
         else {
@@ -341,12 +375,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_load: cannot resolve %s (want HOST:PORT)\n", target);
         return 2;
     }
-    struct hs_bench_payload p;
-    if (hs_bench_payload_build(&p, spans, seed) != 0) {
+    struct hs_bench_payload p = {0};
+    if (body_file) {
+        if (read_file(body_file, &p) != 0) {
+            fprintf(stderr, "bench_load: cannot read %s\n", body_file);
+            return 1;
+        }
+        spans = items;
+    } else if (hs_bench_payload_build(&p, spans, seed) != 0) {
         fprintf(stderr, "bench_load: cannot build the payload\n");
         return 1;
+    } else {
+        hs_bench_payload_print(&p, stderr);
     }
-    hs_bench_payload_print(&p, stderr);
     struct hs_buf gz = {0};
     l.body = p.data;
     l.body_len = p.len;
@@ -358,8 +399,8 @@ int main(int argc, char **argv)
     }
     int n = snprintf(l.head, sizeof(l.head),
                      "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: hotspan-bench_load\r\n"
-                     "Content-Type: application/x-protobuf\r\n%sContent-Length: %zu\r\n\r\n",
-                     path, target, gzip ? "Content-Encoding: gzip\r\n" : "", l.body_len);
+                     "Content-Type: %s\r\n%sContent-Length: %zu\r\n\r\n", path, target,
+                     content_type, gzip ? "Content-Encoding: gzip\r\n" : "", l.body_len);
     l.head_len = (size_t)n;
     l.spans_per_req = spans;
     l.max_requests = requests;
@@ -384,6 +425,9 @@ int main(int argc, char **argv)
         free(cs[i].lat);
     free(cs);
     hs_buf_free(&gz);
-    hs_bench_payload_free(&p);
+    if (body_file)
+        free(p.data);
+    else
+        hs_bench_payload_free(&p);
     return 0;
 }
