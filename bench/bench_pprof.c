@@ -11,16 +11,19 @@
 #include "bench/pprof_payload.h"
 #include "core/errors.h"
 #include "pdata/profiles.h"
+#include "push/v1/push.pb-c.h"
 
 static const char usage[] =
     "usage: bench_pprof [--seconds S] [--runs N] [--only node|go] [--samples N] [--functions N]\n"
-    "                   [--seeds DIR]\n"
+    "                   [--seeds DIR] [--write DIR]\n"
     "  --seconds S   CPU seconds per run (default 0.5)\n"
     "  --runs N      runs per profile shape; the median is printed (default 5)\n"
     "  --only SHAPE  node (wall, ~15 s at 100 Hz) or go (cpu, 10 s)\n"
     "  --samples N   override the samples of both shapes\n"
     "  --functions N override the functions of both shapes\n"
-    "  --seeds DIR   write small fuzz seeds for fuzz_pprof into DIR and exit\n";
+    "  --seeds DIR   write small fuzz seeds for fuzz_pprof into DIR and exit\n"
+    "  --write DIR   write the two payloads for bench/profiles into DIR and exit: <shape>.pprof.gz\n"
+    "                (what an SDK posts to /ingest) and <shape>.push (a PushRequest holding it)\n";
 
 static const struct hs_pprof_limits limits = {.max_decompressed = 16u << 20,
                                               .max_samples = 16000,
@@ -139,6 +142,64 @@ static void write_seeds(const char *dir)
     hs_pprof_payload_free(&b);
 }
 
+static void write_file(const char *dir, const char *name, const void *data, size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+    printf("%s: %zu bytes\n", path, len);
+}
+
+/* A push.v1.PushRequest of one series (labels as the Go SDK would send through Alloy) holding
+ * one gzipped profile. */
+static void write_push(const char *dir, const char *name, const char *service, const char *type,
+                       const struct hs_pprof_payload *pl)
+{
+    Types__V1__LabelPair l[3] = {TYPES__V1__LABEL_PAIR__INIT, TYPES__V1__LABEL_PAIR__INIT,
+                                 TYPES__V1__LABEL_PAIR__INIT};
+    Types__V1__LabelPair *lp[3] = {&l[0], &l[1], &l[2]};
+    l[0].name = "__name__", l[0].value = (char *)type;
+    l[1].name = "service_name", l[1].value = (char *)service;
+    l[2].name = "env", l[2].value = "bench";
+    Push__V1__RawSample sample = PUSH__V1__RAW_SAMPLE__INIT, *sp = &sample;
+    sample.raw_profile.data = pl->gz;
+    sample.raw_profile.len = pl->gz_len;
+    Push__V1__RawProfileSeries series = PUSH__V1__RAW_PROFILE_SERIES__INIT, *ser = &series;
+    series.n_labels = 3;
+    series.labels = lp;
+    series.n_samples = 1;
+    series.samples = &sp;
+    Push__V1__PushRequest req = PUSH__V1__PUSH_REQUEST__INIT;
+    req.n_series = 1;
+    req.series = &ser;
+    size_t n = push__v1__push_request__get_packed_size(&req);
+    uint8_t *buf = malloc(n);
+    if (!buf)
+        abort();
+    push__v1__push_request__pack(&req, buf);
+    write_file(dir, name, buf, n);
+    free(buf);
+}
+
+static void write_payloads(const char *dir)
+{
+    struct hs_pprof_payload_opts node = hs_pprof_payload_node_wall(),
+                                 go = hs_pprof_payload_go_cpu();
+    struct hs_pprof_payload a, b;
+    hs_pprof_payload_build(&node, &a);
+    hs_pprof_payload_build(&go, &b);
+    write_file(dir, "node.pprof.gz", a.gz, a.gz_len);
+    write_push(dir, "node.push", "bench-node", "wall", &a);
+    write_file(dir, "go.pprof.gz", b.gz, b.gz_len);
+    write_push(dir, "go.push", "bench-go", "process_cpu", &b);
+    hs_pprof_payload_free(&a);
+    hs_pprof_payload_free(&b);
+}
+
 int main(int argc, char **argv)
 {
     double seconds = 0.5;
@@ -156,7 +217,10 @@ int main(int argc, char **argv)
             functions = (uint32_t)hs_bench_num("--functions", v, 8, 1e6);
         else if ((v = hs_bench_opt(argc, argv, &i, "--only")))
             only = v;
-        else if ((v = hs_bench_opt(argc, argv, &i, "--seeds"))) {
+        else if ((v = hs_bench_opt(argc, argv, &i, "--write"))) {
+            write_payloads(v);
+            return 0;
+        } else if ((v = hs_bench_opt(argc, argv, &i, "--seeds"))) {
             write_seeds(v);
             return 0;
         } else {

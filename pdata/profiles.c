@@ -36,7 +36,8 @@ int hs_profile_set_raw(struct hs_profile *p, const void *data, size_t len)
     uint8_t *raw = hs_arena_alloc(p->arena, len ? len : 1);
     if (!raw)
         return HS_ENOMEM;
-    memcpy(raw, data, len);
+    if (len) /* memcpy from NULL is undefined even for 0 bytes */
+        memcpy(raw, data, len);
     p->raw = raw;
     p->raw_len = len;
     return 0;
