@@ -1,0 +1,43 @@
+/* semconv.h: every attribute name hotspan writes on spans, in one place (design.md §1, style.md
+ * §6). The README's attribute table lists the same names; a name changes here or nowhere. */
+#ifndef HS_SEMCONV_H
+#define HS_SEMCONV_H
+
+/* bool: the span was slower than a configured bound (slow.threshold, or slow.factor x p50). */
+#define HS_ATTR_SLOW "hotspan.slow"
+/* string: which bound: "threshold 500ms" or "5.0x p50 48ms". */
+#define HS_ATTR_SLOW_REASON "hotspan.slow.reason"
+/* string: "span" (pprof span_id label), "window" (the service's profiles around the span, or
+ * the subtree under the function named like the span) or "none". */
+#define HS_ATTR_PROFILE_MATCH "profile.match"
+/* string, with match "none": no_profiles_for_service | no_profile_in_window | timeout |
+ * parked_limit | shutdown. */
+#define HS_ATTR_PROFILE_MATCH_REASON "profile.match_reason"
+/* string array: "findByEmail 65%": a function's total (self + callees) share of the matched
+ * samples, heaviest first; frames present in every matched sample are left out. */
+#define HS_ATTR_PROFILE_TOP_FUNCTIONS "profile.top_functions"
+/* string: "handle > findByEmail > query": the heaviest root-to-leaf path, frames under 10%. */
+#define HS_ATTR_PROFILE_HOT_PATH "profile.hot_path"
+/* string: the profile type id, "process_cpu:cpu:nanoseconds:cpu:nanoseconds". */
+#define HS_ATTR_PROFILE_TYPE "profile.type"
+/* double: CPU ns seen under the span id / span duration (exact matches of CPU profiles). */
+#define HS_ATTR_PROFILE_CPU_SHARE "profile.cpu_share"
+/* string array: "loadPreferences +47pp" against the service's decayed function baseline. */
+#define HS_ATTR_PROFILE_GROWN_FUNCTIONS "profile.grown_functions"
+/* string: Pyroscope/Grafana URL of the service's flame graph for the span's window. */
+#define HS_ATTR_PROFILE_LINK "profile.link"
+/* string: 16 lowercase hex of the span id, as Grafana's traces-to-profiles expects (wire.md §7.2);
+ * only on exact span matches. */
+#define HS_ATTR_PYROSCOPE_PROFILE_ID "pyroscope.profile.id"
+/* string: "n_plus_one" when a slow span has many alike children. */
+#define HS_ATTR_PATTERN "hotspan.pattern"
+/* int: how many alike children. */
+#define HS_ATTR_N_PLUS_ONE_COUNT "hotspan.n_plus_one.count"
+/* string: the children's normalized db.statement, or their shared span name. */
+#define HS_ATTR_N_PLUS_ONE_STATEMENT "hotspan.n_plus_one.statement"
+
+/* Attributes hotspan reads. */
+#define HS_ATTR_DB_STATEMENT "db.statement"
+#define HS_ATTR_SERVICE_NAME "service.name"
+
+#endif

@@ -1,0 +1,302 @@
+/* correlator_int.h: what the correlator's files share (design.md §7): the config, the profile
+ * index, the latency and function baselines, the N+1 fragment index and the parked spans. Not
+ * for other modules; tests include it for the injectable clock and the timer tick. */
+#ifndef HS_CORRELATOR_INT_H
+#define HS_CORRELATOR_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/common.h"
+#include "core/component.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "pdata/otlp_wire.h"
+
+struct hs_buf;
+struct hs_profile;
+struct hs_traces;
+
+/* Fixed bounds that are not worth a config key (each documented where it is used). */
+#define CORR_MAX_TYPES 8          /* profile types kept per service */
+#define CORR_TOP_STACKS 64        /* heaviest distinct stacks per bucket; the rest is "other" */
+#define CORR_SPAN_STACKS 8        /* heaviest stacks kept per span id per bucket */
+#define CORR_MAX_SPANS 4096       /* span ids per bucket */
+#define CORR_MAX_STACK_DEPTH 128  /* deeper stacks keep their root-most frames */
+#define CORR_LAT_KEYS 4096        /* (tenant, service, span name) latency sketches */
+#define CORR_LAT_BUCKETS 64
+#define CORR_FRAG_ENTRIES 4096    /* (trace, parent span) fragments for N+1 */
+#define CORR_FRAG_GROUPS 3        /* name/statement groups per fragment */
+#define CORR_FRAG_TEXT 96         /* bytes of a group's text kept */
+#define CORR_TRUNK_SHARE 0.9      /* root-most frames above this share are "the trunk" */
+#define CORR_HOT_PATH_MIN 0.1     /* hot path frames below this share are dropped */
+#define CORR_BASE_WEIGHT 0.125    /* weight of each closed bucket in the function baseline */
+
+struct corr_config {
+    struct {
+        uint64_t threshold_ms;
+        double factor;
+        uint32_t min_samples;
+    } slow;
+    uint64_t bucket_ms, retention_ms, max_wait_ms, slack_ms, max_window_ms;
+    uint32_t top;
+    struct {
+        char *trace_service, *profile_service, *trace_tenant;
+    } labels;
+    char *tenant;
+    char *pyroscope_url;
+    struct {
+        uint32_t min_count;
+    } n_plus_one;
+    struct {
+        double min_pp;
+    } grown;
+    struct {
+        uint32_t max_services;
+        uint64_t max_service_bytes, max_bytes;
+        uint32_t max_parked_spans;
+        uint64_t max_parked_bytes;
+    } limits;
+};
+
+enum corr_match { CORR_MATCH_SPAN, CORR_MATCH_WINDOW, CORR_MATCH_NONE };
+
+enum corr_reason {
+    CORR_REASON_NONE, /* matched */
+    CORR_REASON_NO_PROFILES_FOR_SERVICE,
+    CORR_REASON_NO_PROFILE_IN_WINDOW,
+    CORR_REASON_TIMEOUT,
+    CORR_REASON_PARKED_LIMIT,
+    CORR_REASON_SHUTDOWN,
+};
+
+struct corr_stats {
+    struct hs_counter *checked, *slow, *annotated[3], *released_timeout, *profiles_indexed;
+    struct hs_counter *ev_service, *ev_bucket, *ev_span, *ev_type, *ev_stale, *ev_latency,
+        *ev_fragment, *ev_parked_limit, *ev_expired;
+    struct hs_counter dummy; /* every pointer aims here until start() registers the metrics */
+};
+
+/* ---- profile index (index.c) ------------------------------------------------------------ */
+
+struct corr_stack {
+    uint32_t *fids; /* root first */
+    uint32_t depth;
+    uint64_t hash;
+    int64_t value;
+};
+
+struct corr_fval {
+    uint32_t fid;
+    int64_t self, total;
+};
+
+struct corr_spanagg {
+    uint64_t id; /* the 8 id bytes, as memcpy'd */
+    int64_t value;
+    int64_t other; /* samples of this span beyond its kept stacks */
+    uint32_t nstacks;
+    struct corr_stack stacks[CORR_SPAN_STACKS];
+};
+
+struct corr_bucket {
+    int64_t idx; /* from_ns / bucket; INT64_MIN when the slot is empty */
+    int64_t min_from, max_until;
+    int64_t total;
+    struct corr_fval *funcs;
+    uint32_t nfuncs, capfuncs;
+    struct corr_stack *stacks; /* up to CORR_TOP_STACKS, heaviest kept */
+    uint32_t nstacks, capstacks;
+    int64_t other;
+    struct corr_spanagg *spans;
+    uint32_t nspans, capspans;
+    uint32_t *span_slots; /* open addressing: span index + 1, 0 = free; 2 x capspans slots */
+    size_t bytes;
+};
+
+struct corr_type {
+    char *id;       /* "process_cpu:cpu:nanoseconds:cpu:nanoseconds" */
+    bool cpu_ns;    /* sample type cpu in nanoseconds: cpu_share can be computed */
+    int rank;       /* 0 cpu, 1 wall, 2 other: which type annotations prefer */
+    struct corr_bucket **ring; /* [nring], a bucket allocated when first used */
+    uint32_t nring;
+    int64_t newest; /* newest bucket number indexed */
+    double *base;   /* [nbase] decayed share of each function's total */
+    uint32_t nbase;
+    uint32_t base_buckets; /* closed buckets folded into base */
+};
+
+struct corr_name {
+    char *name; /* as in the profile */
+    char *disp; /* display name: "findByEmail" for "./app.js:findByEmail:54" (may == name) */
+};
+
+struct corr_parked;
+
+struct corr_svc {
+    char *key;           /* tenant '\0' service '\0' */
+    size_t keylen;       /* both parts and both NULs */
+    const char *tenant, *service;
+    uint64_t hash;
+    struct corr_svc *hnext, *lprev, *lnext;
+    size_t bytes;
+    uint64_t last_seen_ms;
+    int64_t max_until_ns;
+    struct corr_type types[CORR_MAX_TYPES];
+    uint32_t ntypes;
+    struct corr_name *names;
+    uint32_t nnames, capnames;
+    uint32_t *name_slots; /* open addressing: fid + 1 */
+    uint32_t name_mask;
+    struct corr_parked *parked; /* this service's parked spans (svc_prev/svc_next) */
+    uint32_t nparked;
+};
+
+struct corr_index {
+    const struct corr_config *conf;
+    struct corr_stats *stats;
+    struct corr_svc **table;
+    size_t mask, count;
+    struct corr_svc *lru_head, *lru_tail; /* head = most recently used */
+    size_t bytes;
+    int64_t *scratch; /* per fid, zero between uses */
+    uint32_t *mark;   /* per fid, for counting a function once per stack */
+    size_t nscratch;
+    /* called before a service is freed (its parked spans must leave) */
+    void (*on_evict)(void *ud, struct corr_svc *svc);
+    void *ud;
+};
+
+int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
+                    struct corr_stats *stats);
+void corr_index_free(struct corr_index *ix);
+/* Reads p (borrowed) into the index of (tenant, p's service); returns the service or NULL when
+ * the profile was not indexed (no summary, too old). */
+struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
+                                const struct hs_profile *p, uint64_t now_ms);
+struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
+                                 struct hs_str service);
+/* Frees services not seen for `retention`. */
+void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
+/* The type annotations use: cpu, else wall, else the first. NULL when none. */
+struct corr_type *corr_svc_main_type(struct corr_svc *svc);
+/* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
+int corr_index_scratch(struct corr_index *ix, size_t n);
+/* The display name of a function name (writes into out, returns its length). */
+size_t corr_display_name(const char *name, char *out, size_t cap);
+
+/* ---- latency baseline (baseline.c) ------------------------------------------------------ */
+
+struct corr_lat;
+
+struct corr_latency {
+    struct corr_lat **table;
+    size_t mask, count;
+    struct corr_lat *lru_head, *lru_tail;
+    struct corr_stats *stats;
+};
+
+void corr_latency_init(struct corr_latency *l, struct corr_stats *stats);
+void corr_latency_free(struct corr_latency *l);
+/* Returns the p50 (ns) of earlier spans of the key and their count in *n, then records dur. */
+uint64_t corr_latency_observe(struct corr_latency *l, struct hs_str tenant, struct hs_str service,
+                              struct hs_str name, uint64_t dur_ns, uint32_t *n);
+size_t corr_latency_bytes(const struct corr_latency *l);
+
+/* ---- N+1 fragments (nplus1.c) ----------------------------------------------------------- */
+
+struct corr_frag_group {
+    uint64_t hash;
+    uint32_t count;
+    bool stmt;
+    char text[CORR_FRAG_TEXT];
+};
+
+struct corr_frag {
+    uint8_t key[24]; /* trace id, parent span id */
+    uint64_t hash;
+    uint32_t hnext;  /* index + 1 in the chain, 0 = end */
+    uint32_t ngroups;
+    struct corr_frag_group groups[CORR_FRAG_GROUPS];
+};
+
+struct corr_frags {
+    struct corr_frag *entries; /* a ring: the oldest is overwritten first */
+    uint32_t n, cap, head;     /* head: the oldest entry once the ring is full */
+    uint32_t *chains;          /* [CORR_FRAG_ENTRIES * 2]: index + 1 */
+    struct corr_stats *stats;
+};
+
+void corr_frags_init(struct corr_frags *f, struct corr_stats *stats);
+void corr_frags_free(struct corr_frags *f);
+/* Counts a child span under (trace id, parent span id) by its name and its statement. */
+void corr_frags_add(struct corr_frags *f, struct hs_str trace_id, struct hs_str parent,
+                    struct hs_str name, struct hs_str statement);
+/* The largest group of children of (trace id, span id), or NULL. */
+const struct corr_frag_group *corr_frags_best(struct corr_frags *f, struct hs_str trace_id,
+                                              struct hs_str span_id);
+/* "SELECT * FROM t WHERE id = ?": numbers and quoted strings to ?, whitespace collapsed. */
+size_t corr_normalize_statement(struct hs_str in, char *out, size_t cap);
+
+/* ---- the processor (correlator.c) and annotation (match.c) ------------------------------ */
+
+/* What annotation needs of a slow span; views point into the batch holding it. */
+struct corr_span {
+    struct hs_str tenant, service, name, trace_id, span_id;
+    uint64_t start_ns, end_ns;
+    char slow_reason[48];
+};
+
+struct corr_parked {
+    struct corr_parked *prev, *next;         /* all parked, oldest first */
+    struct corr_parked *svc_prev, *svc_next; /* the service's */
+    struct corr_svc *svc;
+    struct hs_traces *group; /* a reference on the batch holding the span */
+    size_t offset, bytes;
+    uint64_t deadline_ms;
+    uint64_t arrival_ms;
+    int64_t need_until_ns; /* released once a profile of the service reaches this */
+    struct corr_span span;
+};
+
+typedef uint64_t (*hs_corr_clock_fn)(void *ud);
+
+struct correlator {
+    struct hs_component base;
+    struct corr_config conf;
+    struct corr_stats stats;
+    struct corr_index index;
+    struct corr_latency latency;
+    struct corr_frags frags;
+    hs_corr_clock_fn clock;
+    void *clock_ud;
+    uv_timer_t timer;
+    bool started, closing, timer_open;
+    hs_done_cb done;
+    struct corr_parked *parked_head, *parked_tail;
+    uint32_t nparked;
+    uint64_t parked_bytes;
+    struct hs_traces **outq; /* released batches downstream refused, oldest first */
+    uint32_t noutq, capoutq;
+    uint64_t outq_spans;
+    struct hs_ratelimit log_rl;
+    /* delays from arrival to release (ms), for the bench; NULL unless set */
+    uint64_t *delays;
+    size_t ndelays, capdelays;
+};
+
+/* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
+ * when nothing matches), N+1, link. Returns the match kind. */
+enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
+                              enum corr_reason fallback, struct hs_buf *attrs);
+
+/* For tests and the bench: time comes from fn (milliseconds, any epoch) instead of uv's. */
+void hs_correlator_set_clock(struct hs_component *c, hs_corr_clock_fn fn, void *ud);
+/* What the timer does: releases spans past max_wait, retries refused output, expires services. */
+void hs_correlator_tick(struct hs_component *c);
+/* Spans parked now. */
+uint32_t hs_correlator_parked(struct hs_component *c);
+
+#endif

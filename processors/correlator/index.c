@@ -1,0 +1,681 @@
+/* index.c: the correlator's profile index (design.md §7): per (tenant, service, profile type) a
+ * ring of time buckets holding per-function self/total, the heaviest stacks and per-span-id
+ * aggregates; memory capped per service and in total, least recently used services first out. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "core/errors.h"
+#include "pdata/profiles.h"
+#include "processors/correlator/correlator_int.h"
+
+static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 32);
+}
+
+static void account(struct corr_index *ix, struct corr_svc *svc, ssize_t delta)
+{
+    svc->bytes = (size_t)((ssize_t)svc->bytes + delta);
+    ix->bytes = (size_t)((ssize_t)ix->bytes + delta);
+}
+
+/* ---- display names ---------------------------------------------------------------------- */
+
+static bool all_digits(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+/* The name people call a function by, so span names can find it and annotations read well:
+ *   Node  "./app.js:findByEmail:54"              -> "findByEmail"   (file:name:line)
+ *   Go    "main.(*UserRepository).findByEmail"   -> "UserRepository.findByEmail"
+ *   Go    "github.com/x/pg.(*Client).query"      -> "Client.query"
+ *   Go    "encoding/json.Marshal"                -> "json.Marshal"
+ * Anything else (Java, Python, C) is kept as it is. */
+size_t corr_display_name(const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    const char *last = memrchr(name, ':', n);
+    if (last && all_digits(last + 1, n - (size_t)(last - name) - 1)) {
+        const char *first = memrchr(name, ':', (size_t)(last - name));
+        if (first && first + 1 < last) {
+            size_t len = HS_MIN((size_t)(last - first - 1), cap - 1);
+            memcpy(out, first + 1, len);
+            out[len] = '\0';
+            return len;
+        }
+    }
+    const char *recv = strstr(name, ".(");
+    size_t len = 0;
+    if (recv) { /* Go method: drop the package, the parentheses and the '*' */
+        for (const char *s = recv + 2; *s && len + 1 < cap; s++)
+            if (*s != '(' && *s != ')' && *s != '*')
+                out[len++] = *s;
+    } else {
+        /* Go import path: "encoding/json.Marshal" -> "json.Marshal" */
+        const char *slash = memrchr(name, '/', n);
+        const char *start = slash && strchr(slash, '.') ? slash + 1 : name;
+        len = HS_MIN(n - (size_t)(start - name), cap - 1);
+        memcpy(out, start, len);
+    }
+    out[len] = '\0';
+    return len;
+}
+
+/* ---- services --------------------------------------------------------------------------- */
+
+static void lru_unlink(struct corr_index *ix, struct corr_svc *s)
+{
+    if (s->lprev)
+        s->lprev->lnext = s->lnext;
+    else
+        ix->lru_head = s->lnext;
+    if (s->lnext)
+        s->lnext->lprev = s->lprev;
+    else
+        ix->lru_tail = s->lprev;
+    s->lprev = s->lnext = NULL;
+}
+
+static void lru_front(struct corr_index *ix, struct corr_svc *s)
+{
+    if (ix->lru_head == s)
+        return;
+    if (s->lprev || s->lnext || ix->lru_tail == s)
+        lru_unlink(ix, s);
+    s->lnext = ix->lru_head;
+    if (ix->lru_head)
+        ix->lru_head->lprev = s;
+    ix->lru_head = s;
+    if (!ix->lru_tail)
+        ix->lru_tail = s;
+}
+
+static void stack_free(struct corr_stack *st)
+{
+    free(st->fids);
+    st->fids = NULL;
+}
+
+static size_t bucket_free(struct corr_bucket *b)
+{
+    if (!b)
+        return 0;
+    size_t bytes = b->bytes;
+    for (uint32_t i = 0; i < b->nstacks; i++)
+        stack_free(&b->stacks[i]);
+    for (uint32_t i = 0; i < b->nspans; i++)
+        for (uint32_t k = 0; k < b->spans[i].nstacks; k++)
+            stack_free(&b->spans[i].stacks[k]);
+    free(b->stacks);
+    free(b->spans);
+    free(b->span_slots);
+    free(b->funcs);
+    free(b);
+    return bytes;
+}
+
+static void svc_free(struct corr_index *ix, struct corr_svc *s)
+{
+    for (uint32_t t = 0; t < s->ntypes; t++) {
+        struct corr_type *ty = &s->types[t];
+        for (uint32_t i = 0; i < ty->nring; i++)
+            bucket_free(ty->ring[i]);
+        free(ty->ring);
+        free(ty->base);
+        free(ty->id);
+    }
+    for (uint32_t i = 0; i < s->nnames; i++) {
+        if (s->names[i].disp != s->names[i].name)
+            free(s->names[i].disp);
+        free(s->names[i].name);
+    }
+    free(s->names);
+    free(s->name_slots);
+    ix->bytes -= s->bytes;
+    free(s->key);
+    free(s);
+}
+
+/* Takes a service out of the table and frees it; its parked spans leave first. */
+static void svc_remove(struct corr_index *ix, struct corr_svc *s, struct hs_counter *why)
+{
+    if (ix->on_evict && s->nparked)
+        ix->on_evict(ix->ud, s);
+    struct corr_svc **pp = &ix->table[s->hash & ix->mask];
+    while (*pp != s)
+        pp = &(*pp)->hnext;
+    *pp = s->hnext;
+    lru_unlink(ix, s);
+    ix->count--;
+    hs_counter_add(why, 1);
+    hs_log_debug("correlator", "index: service %s (tenant \"%s\") removed, %zu bytes", s->service,
+                 s->tenant, s->bytes);
+    svc_free(ix, s);
+}
+
+int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
+                    struct corr_stats *stats)
+{
+    memset(ix, 0, sizeof(*ix));
+    ix->conf = conf;
+    ix->stats = stats;
+    ix->mask = 63;
+    ix->table = hs_xcalloc(ix->mask + 1, sizeof(*ix->table));
+    ix->bytes = (ix->mask + 1) * sizeof(*ix->table);
+    return 0;
+}
+
+void corr_index_free(struct corr_index *ix)
+{
+    ix->on_evict = NULL;
+    while (ix->lru_head) {
+        struct corr_svc *s = ix->lru_head;
+        lru_unlink(ix, s);
+        svc_free(ix, s);
+    }
+    free(ix->table);
+    free(ix->scratch);
+    free(ix->mark);
+    memset(ix, 0, sizeof(*ix));
+}
+
+static struct corr_svc *svc_lookup(struct corr_index *ix, const char *key, size_t keylen,
+                                   uint64_t h)
+{
+    for (struct corr_svc *s = ix->table[h & ix->mask]; s; s = s->hnext)
+        if (s->hash == h && s->keylen == keylen && memcmp(s->key, key, keylen) == 0)
+            return s;
+    return NULL;
+}
+
+static void table_grow(struct corr_index *ix)
+{
+    size_t nmask = ix->mask * 2 + 1;
+    struct corr_svc **nt = calloc(nmask + 1, sizeof(*nt));
+    if (!nt)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i <= ix->mask; i++)
+        for (struct corr_svc *s = ix->table[i], *nx; s; s = nx) {
+            nx = s->hnext;
+            s->hnext = nt[s->hash & nmask];
+            nt[s->hash & nmask] = s;
+        }
+    ix->bytes += (nmask - ix->mask) * sizeof(*nt);
+    free(ix->table);
+    ix->table = nt;
+    ix->mask = nmask;
+}
+
+/* Builds "tenant\0service\0" into buf (malloc'd when large); returns its length. */
+static size_t make_key(struct hs_str tenant, struct hs_str service, char *buf, size_t cap,
+                       char **heap)
+{
+    size_t len = tenant.len + service.len + 2;
+    char *k = buf;
+    *heap = NULL;
+    if (len > cap)
+        k = *heap = hs_xmalloc(len);
+    memcpy(k, tenant.ptr, tenant.len);
+    k[tenant.len] = '\0';
+    memcpy(k + tenant.len + 1, service.ptr, service.len);
+    k[len - 1] = '\0';
+    return len;
+}
+
+struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
+                                 struct hs_str service)
+{
+    char buf[256], *heap;
+    size_t len = make_key(tenant, service, buf, sizeof(buf), &heap);
+    const char *k = heap ? heap : buf;
+    struct corr_svc *s = svc_lookup(ix, k, len, hash_bytes(k, len, 0xcbf29ce484222325ULL));
+    free(heap);
+    return s;
+}
+
+static struct corr_svc *svc_get(struct corr_index *ix, const char *tenant, const char *service)
+{
+    char buf[256], *heap;
+    struct hs_str t = {tenant, strlen(tenant)}, sv = {service, strlen(service)};
+    size_t len = make_key(t, sv, buf, sizeof(buf), &heap);
+    const char *k = heap ? heap : buf;
+    uint64_t h = hash_bytes(k, len, 0xcbf29ce484222325ULL);
+    struct corr_svc *s = svc_lookup(ix, k, len, h);
+    if (s) {
+        free(heap);
+        lru_front(ix, s);
+        return s;
+    }
+    while (ix->count >= ix->conf->limits.max_services && ix->lru_tail)
+        svc_remove(ix, ix->lru_tail, ix->stats->ev_service);
+    s = hs_xcalloc(1, sizeof(*s));
+    s->key = hs_xmalloc(len);
+    memcpy(s->key, k, len);
+    free(heap);
+    s->keylen = len;
+    s->tenant = s->key;
+    s->service = s->key + t.len + 1;
+    s->hash = h;
+    s->max_until_ns = INT64_MIN;
+    s->hnext = ix->table[h & ix->mask];
+    ix->table[h & ix->mask] = s;
+    ix->count++;
+    account(ix, s, (ssize_t)(sizeof(*s) + len));
+    lru_front(ix, s);
+    if (ix->count > (ix->mask + 1))
+        table_grow(ix);
+    return s;
+}
+
+/* ---- functions of a service ------------------------------------------------------------- */
+
+static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const char *name)
+{
+    size_t n = strlen(name);
+    uint64_t h = hash_bytes(name, n, 0x84222325cbf29ce4ULL);
+    if (s->name_slots) {
+        for (uint32_t i = (uint32_t)h & s->name_mask;; i = (i + 1) & s->name_mask) {
+            uint32_t v = s->name_slots[i];
+            if (v == 0)
+                break;
+            if (strcmp(s->names[v - 1].name, name) == 0)
+                return v - 1;
+        }
+    }
+    if (s->nnames == s->capnames) {
+        uint32_t cap = s->capnames ? s->capnames * 2 : 16;
+        s->names = realloc(s->names, cap * sizeof(*s->names));
+        if (!s->names)
+            abort();
+        account(ix, s, (ssize_t)((cap - s->capnames) * sizeof(*s->names)));
+        s->capnames = cap;
+    }
+    if ((s->nnames + 1) * 2 > s->name_mask + 1 || !s->name_slots) { /* keep load under 1/2 */
+        uint32_t nmask = s->name_slots ? s->name_mask * 2 + 1 : 31;
+        uint32_t *slots = hs_xcalloc(nmask + 1, sizeof(*slots));
+        for (uint32_t f = 0; f < s->nnames; f++) {
+            const char *nm = s->names[f].name;
+            uint32_t i = (uint32_t)hash_bytes(nm, strlen(nm), 0x84222325cbf29ce4ULL) & nmask;
+            while (slots[i])
+                i = (i + 1) & nmask;
+            slots[i] = f + 1;
+        }
+        account(ix, s, (ssize_t)((nmask - (s->name_slots ? s->name_mask : (uint32_t)-1)) *
+                                 sizeof(*slots)));
+        free(s->name_slots);
+        s->name_slots = slots;
+        s->name_mask = nmask;
+    }
+    uint32_t fid = s->nnames++;
+    char disp[256];
+    size_t dlen = corr_display_name(name, disp, sizeof(disp));
+    s->names[fid].name = hs_xstrndup(name, n);
+    s->names[fid].disp =
+        dlen == n && memcmp(disp, name, n) == 0 ? s->names[fid].name : hs_xstrndup(disp, dlen);
+    account(ix, s, (ssize_t)(n + 1 + (s->names[fid].disp != s->names[fid].name ? dlen + 1 : 0)));
+    uint32_t i = (uint32_t)h & s->name_mask;
+    while (s->name_slots[i])
+        i = (i + 1) & s->name_mask;
+    s->name_slots[i] = fid + 1;
+    return fid;
+}
+
+int corr_index_scratch(struct corr_index *ix, size_t n)
+{
+    if (n <= ix->nscratch)
+        return 0;
+    size_t cap = HS_MAX(n, ix->nscratch * 2);
+    int64_t *s = calloc(cap, sizeof(*s));
+    uint32_t *m = calloc(cap, sizeof(*m));
+    if (!s || !m) {
+        free(s);
+        free(m);
+        return HS_ENOMEM;
+    }
+    free(ix->scratch);
+    free(ix->mark);
+    ix->scratch = s;
+    ix->mark = m;
+    ix->nscratch = cap;
+    return 0;
+}
+
+/* ---- types and buckets ------------------------------------------------------------------ */
+
+static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, const char *id,
+                                  const char *type, const char *unit)
+{
+    for (uint32_t i = 0; i < s->ntypes; i++)
+        if (strcmp(s->types[i].id, id) == 0)
+            return &s->types[i];
+    if (s->ntypes == CORR_MAX_TYPES) {
+        hs_counter_add(ix->stats->ev_type, 1);
+        return NULL;
+    }
+    struct corr_type *t = &s->types[s->ntypes++];
+    memset(t, 0, sizeof(*t));
+    t->id = hs_xstrdup(id);
+    t->rank = strcmp(type, "cpu") == 0 ? 0 : strcmp(type, "wall") == 0 ? 1 : 2;
+    t->cpu_ns = t->rank == 0 && strcmp(unit, "nanoseconds") == 0;
+    t->nring = (uint32_t)HS_MAX(1, ix->conf->retention_ms / ix->conf->bucket_ms);
+    t->ring = hs_xcalloc(t->nring, sizeof(*t->ring));
+    t->newest = INT64_MIN;
+    account(ix, s, (ssize_t)(strlen(id) + 1 + t->nring * sizeof(*t->ring)));
+    return t;
+}
+
+struct corr_type *corr_svc_main_type(struct corr_svc *svc)
+{
+    struct corr_type *best = NULL;
+    for (uint32_t i = 0; i < svc->ntypes; i++)
+        if (!best || svc->types[i].rank < best->rank)
+            best = &svc->types[i];
+    return best;
+}
+
+/* Folds a closed bucket's function shares into the type's decayed baseline: the first bucket
+ * sets it, each later one weighs CORR_BASE_WEIGHT (a half-life of about 5 buckets). */
+static void baseline_fold(struct corr_index *ix, struct corr_svc *s, struct corr_type *t,
+                          const struct corr_bucket *b)
+{
+    if (!b || b->total <= 0)
+        return;
+    if (t->nbase < s->nnames) {
+        double *nb = realloc(t->base, s->nnames * sizeof(*nb));
+        if (!nb)
+            return;
+        memset(nb + t->nbase, 0, (s->nnames - t->nbase) * sizeof(*nb));
+        account(ix, s, (ssize_t)((s->nnames - t->nbase) * sizeof(*nb)));
+        t->base = nb;
+        t->nbase = s->nnames;
+    }
+    double w = t->base_buckets ? CORR_BASE_WEIGHT : 1.0;
+    for (uint32_t i = 0; i < t->nbase; i++)
+        t->base[i] *= 1.0 - w;
+    for (uint32_t i = 0; i < b->nfuncs; i++)
+        t->base[b->funcs[i].fid] += w * (double)b->funcs[i].total / (double)b->total;
+    t->base_buckets++;
+}
+
+static bool stack_eq(const struct corr_stack *a, const uint32_t *fids, uint32_t depth,
+                     uint64_t h)
+{
+    return a->hash == h && a->depth == depth && memcmp(a->fids, fids, depth * 4) == 0;
+}
+
+static size_t stack_set(struct corr_stack *st, const uint32_t *fids, uint32_t depth, uint64_t h,
+                        int64_t v)
+{
+    st->fids = hs_xmalloc(HS_MAX(depth, 1) * sizeof(*fids));
+    memcpy(st->fids, fids, depth * sizeof(*fids));
+    st->depth = depth;
+    st->hash = h;
+    st->value = v;
+    return depth * sizeof(*fids);
+}
+
+/* Adds a stack to a top-K set: merged when present; kept while there is room; otherwise it
+ * replaces the lightest kept stack if heavier (which folds into *other), else folds itself.
+ * Returns the bytes allocated (negative when freed). */
+static ssize_t topk_add(struct corr_stack *set, uint32_t *n, uint32_t k, int64_t *other,
+                        const uint32_t *fids, uint32_t depth, uint64_t h, int64_t v)
+{
+    uint32_t min = 0;
+    for (uint32_t i = 0; i < *n; i++) {
+        if (stack_eq(&set[i], fids, depth, h)) {
+            set[i].value += v;
+            return 0;
+        }
+        if (set[i].value < set[min].value)
+            min = i;
+    }
+    if (*n < k)
+        return (ssize_t)stack_set(&set[(*n)++], fids, depth, h, v);
+    if (set[min].value >= v) {
+        *other += v;
+        return 0;
+    }
+    *other += set[min].value;
+    ssize_t freed = (ssize_t)(set[min].depth * sizeof(uint32_t));
+    stack_free(&set[min]);
+    return (ssize_t)stack_set(&set[min], fids, depth, h, v) - freed;
+}
+
+static struct corr_spanagg *span_get(struct corr_index *ix, struct corr_svc *s,
+                                     struct corr_bucket *b, const uint8_t id8[8])
+{
+    uint64_t id;
+    memcpy(&id, id8, 8);
+    uint32_t mask = b->capspans * 2 - 1;
+    uint32_t i = 0;
+    if (b->span_slots) {
+        for (i = (uint32_t)hash_bytes(&id, 8, 1) & mask; b->span_slots[i]; i = (i + 1) & mask)
+            if (b->spans[b->span_slots[i] - 1].id == id)
+                return &b->spans[b->span_slots[i] - 1];
+    }
+    if (b->nspans == CORR_MAX_SPANS) {
+        hs_counter_add(ix->stats->ev_span, 1);
+        return NULL;
+    }
+    if (b->nspans == b->capspans) {
+        uint32_t cap = b->capspans ? b->capspans * 2 : 8;
+        struct corr_spanagg *ns = realloc(b->spans, cap * sizeof(*ns));
+        uint32_t *slots = calloc(cap * 2, sizeof(*slots));
+        if (!ns || !slots) {
+            free(slots);
+            if (ns)
+                b->spans = ns;
+            return NULL;
+        }
+        b->spans = ns;
+        ssize_t d = (ssize_t)((cap - b->capspans) * (sizeof(*ns) + 2 * sizeof(*slots)));
+        b->bytes += (size_t)d;
+        account(ix, s, d);
+        free(b->span_slots);
+        b->span_slots = slots;
+        b->capspans = cap;
+        mask = cap * 2 - 1;
+        for (uint32_t k = 0; k < b->nspans; k++) {
+            uint32_t j = (uint32_t)hash_bytes(&b->spans[k].id, 8, 1) & mask;
+            while (slots[j])
+                j = (j + 1) & mask;
+            slots[j] = k + 1;
+        }
+        for (i = (uint32_t)hash_bytes(&id, 8, 1) & mask; slots[i]; i = (i + 1) & mask)
+            ;
+    }
+    struct corr_spanagg *a = &b->spans[b->nspans++];
+    memset(a, 0, sizeof(*a));
+    a->id = id;
+    b->span_slots[i] = b->nspans;
+    return a;
+}
+
+static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
+                                      struct corr_type *t, int64_t idx)
+{
+    uint32_t slot = (uint32_t)(((idx % t->nring) + t->nring) % t->nring);
+    struct corr_bucket *b = t->ring[slot];
+    if (b && b->idx == idx)
+        return b;
+    if (b) { /* a bucket past retention: the ring's ordinary turnover, not an eviction */
+        account(ix, s, -(ssize_t)(bucket_free(b) + sizeof(*b)));
+        t->ring[slot] = NULL;
+    }
+    b = hs_xcalloc(1, sizeof(*b));
+    b->idx = idx;
+    b->min_from = INT64_MAX;
+    b->max_until = INT64_MIN;
+    t->ring[slot] = b;
+    account(ix, s, (ssize_t)sizeof(*b));
+    return b;
+}
+
+/* Adds the profile's function values to the bucket; fmap maps the profile's functions to the
+ * service's ids. */
+static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
+                             const struct hs_profile_summary *sum, const uint32_t *fmap,
+                             uint32_t mt)
+{
+    int64_t *pos = ix->scratch; /* fid -> position + 1 in b->funcs */
+    for (uint32_t i = 0; i < b->nfuncs; i++)
+        pos[b->funcs[i].fid] = i + 1;
+    for (uint32_t i = 0; i < sum->nfuncs; i++) {
+        int64_t self = sum->funcs[i].self[mt], total = sum->funcs[i].total[mt];
+        if (self == 0 && total == 0)
+            continue;
+        uint32_t fid = fmap[i];
+        if (!pos[fid]) {
+            if (b->nfuncs == b->capfuncs) {
+                uint32_t cap = b->capfuncs ? b->capfuncs * 2 : 16;
+                struct corr_fval *nf = realloc(b->funcs, cap * sizeof(*nf));
+                if (!nf)
+                    continue;
+                ssize_t d = (ssize_t)((cap - b->capfuncs) * sizeof(*nf));
+                b->bytes += (size_t)d;
+                account(ix, s, d);
+                b->funcs = nf;
+                b->capfuncs = cap;
+            }
+            b->funcs[b->nfuncs] = (struct corr_fval){.fid = fid};
+            pos[fid] = ++b->nfuncs;
+        }
+        b->funcs[pos[fid] - 1].self += self;
+        b->funcs[pos[fid] - 1].total += total;
+    }
+    for (uint32_t i = 0; i < b->nfuncs; i++)
+        pos[b->funcs[i].fid] = 0;
+}
+
+static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
+                              const struct hs_profile_summary *sum, const uint32_t *fmap,
+                              uint32_t mt)
+{
+    uint32_t fids[CORR_MAX_STACK_DEPTH];
+    for (uint32_t i = 0; i < sum->nstacks; i++) {
+        const struct hs_profile_stack *st = &sum->stacks[i];
+        int64_t v = st->values[mt];
+        if (v == 0)
+            continue;
+        uint32_t depth = HS_MIN(st->depth, CORR_MAX_STACK_DEPTH);
+        for (uint32_t d = 0; d < depth; d++)
+            fids[d] = fmap[st->funcs[d]];
+        uint64_t h = hash_bytes(fids, depth * sizeof(*fids), 7);
+        b->total += v;
+        if (b->nstacks == b->capstacks && b->capstacks < CORR_TOP_STACKS) {
+            uint32_t cap = b->capstacks ? b->capstacks * 2 : 8;
+            struct corr_stack *ns = realloc(b->stacks, cap * sizeof(*ns));
+            if (ns) {
+                b->stacks = ns;
+                b->bytes += (cap - b->capstacks) * sizeof(*ns);
+                account(ix, s, (ssize_t)((cap - b->capstacks) * sizeof(*ns)));
+                b->capstacks = cap;
+            }
+        }
+        ssize_t d = topk_add(b->stacks, &b->nstacks, b->capstacks, &b->other, fids, depth, h, v);
+        if (st->span != HS_PROFILE_NO_SPAN && st->span < sum->nspans) {
+            struct corr_spanagg *a = span_get(ix, s, b, sum->spans[st->span].id);
+            if (a) {
+                a->value += v;
+                d += topk_add(a->stacks, &a->nstacks, CORR_SPAN_STACKS, &a->other, fids, depth,
+                              h, v);
+            }
+        }
+        b->bytes = (size_t)((ssize_t)b->bytes + d);
+        account(ix, s, d);
+    }
+}
+
+/* Frees the service's oldest buckets (of any type) until it fits max_service_bytes, keeping
+ * the one just written. */
+static void svc_trim(struct corr_index *ix, struct corr_svc *s, const struct corr_bucket *keep)
+{
+    while (s->bytes > ix->conf->limits.max_service_bytes) {
+        struct corr_type *ot = NULL;
+        uint32_t oslot = 0;
+        for (uint32_t t = 0; t < s->ntypes; t++)
+            for (uint32_t i = 0; i < s->types[t].nring; i++) {
+                struct corr_bucket *b = s->types[t].ring[i];
+                if (b && b != keep && (!ot || b->idx < ot->ring[oslot]->idx)) {
+                    ot = &s->types[t];
+                    oslot = i;
+                }
+            }
+        if (!ot)
+            return; /* only the newest bucket is left: it stays, over the cap */
+        account(ix, s, -(ssize_t)(bucket_free(ot->ring[oslot]) + sizeof(struct corr_bucket)));
+        ot->ring[oslot] = NULL;
+        hs_counter_add(ix->stats->ev_bucket, 1);
+    }
+}
+
+struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
+                                const struct hs_profile *p, uint64_t now_ms)
+{
+    const struct hs_profile_summary *sum = &p->summary;
+    const char *service = hs_profile_label(p, ix->conf->labels.profile_service);
+    if (!service)
+        service = p->service ? p->service : "unknown_service";
+    if (sum->ntypes == 0 || sum->main_type >= sum->ntypes)
+        return NULL;
+    uint32_t mt = sum->main_type;
+    struct corr_svc *s = svc_get(ix, tenant ? tenant : "", service);
+    s->last_seen_ms = now_ms;
+    struct corr_type *t =
+        type_get(ix, s, sum->type_ids ? sum->type_ids[mt] : sum->types[mt], sum->types[mt],
+                 sum->units ? sum->units[mt] : "");
+    if (!t)
+        return NULL;
+    int64_t bucket_ns = (int64_t)ix->conf->bucket_ms * 1000000;
+    int64_t idx = p->from_ns >= 0 ? p->from_ns / bucket_ns : -1;
+    if (t->newest != INT64_MIN && idx <= t->newest - (int64_t)t->nring) {
+        hs_counter_add(ix->stats->ev_stale, 1); /* older than retention: forwarded, not indexed */
+        return NULL;
+    }
+    if (idx > t->newest) {
+        if (t->newest != INT64_MIN) {
+            struct corr_bucket *prev = t->ring[((t->newest % t->nring) + t->nring) % t->nring];
+            if (prev && prev->idx == t->newest)
+                baseline_fold(ix, s, t, prev);
+        }
+        t->newest = idx;
+    }
+    uint32_t *fmap = hs_xmalloc(HS_MAX(sum->nfuncs, 1) * sizeof(*fmap));
+    for (uint32_t i = 0; i < sum->nfuncs; i++)
+        fmap[i] = name_intern(ix, s, sum->funcs[i].name ? sum->funcs[i].name : "");
+    if (corr_index_scratch(ix, s->nnames) != 0) {
+        free(fmap);
+        return NULL;
+    }
+    struct corr_bucket *b = bucket_get(ix, s, t, idx);
+    bucket_add_funcs(ix, s, b, sum, fmap, mt);
+    bucket_add_stacks(ix, s, b, sum, fmap, mt);
+    free(fmap);
+    b->min_from = HS_MIN(b->min_from, p->from_ns);
+    b->max_until = HS_MAX(b->max_until, p->until_ns);
+    s->max_until_ns = HS_MAX(s->max_until_ns, p->until_ns);
+    svc_trim(ix, s, b);
+    while (ix->bytes > ix->conf->limits.max_bytes && ix->lru_tail && ix->lru_tail != s)
+        svc_remove(ix, ix->lru_tail, ix->stats->ev_service);
+    hs_counter_add(ix->stats->profiles_indexed, 1);
+    return s;
+}
+
+void corr_index_expire(struct corr_index *ix, uint64_t now_ms)
+{
+    /* the LRU tail was used least recently: stop at the first one still fresh */
+    while (ix->lru_tail && ix->lru_tail->last_seen_ms + ix->conf->retention_ms < now_ms)
+        svc_remove(ix, ix->lru_tail, ix->stats->ev_expired);
+}

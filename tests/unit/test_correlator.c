@@ -1,0 +1,770 @@
+/* test_correlator.c: the correlator processor driven through its component type: slow-span
+ * detection, window/subtree/exact matching, parking and release (profile arrival, max_wait,
+ * bound, shutdown), tenants and services kept apart, N+1, the latency baseline and the config.
+ * Traces are built with protobuf-c, profiles by hand; every attribute is decoded and checked. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/arena.h"
+#include "core/common.h"
+#include "core/component.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "otlp_build.h"
+#include "pdata/otlp_wire.h"
+#include "pdata/profiles.h"
+#include "pdata/traces.h"
+#include "processors/correlator/correlator_int.h"
+
+extern const struct hs_component_type hs_processor_correlator;
+#define CT hs_processor_correlator
+
+#define T0 INT64_C(1717000000) /* seconds: the scenario's minute starts here */
+#define S(sec) ((uint64_t)((T0 + (sec)) * INT64_C(1000000000)))
+#define MS(ms) ((uint64_t)(ms) * 1000000u)
+
+/* ---- fakes ------------------------------------------------------------------------------ */
+
+struct capture {
+    struct hs_component base;
+    bool ready;
+    struct hs_traces *t[32];
+    int n;
+    struct hs_profiles *p[8];
+    int np;
+};
+
+static int cap_traces(struct hs_component *c, struct hs_traces *t)
+{
+    struct capture *k = hs_container_of(c, struct capture, base);
+    assert_true(k->ready);
+    assert_true(k->n < 32);
+    k->t[k->n++] = t;
+    return 0;
+}
+
+static int cap_profiles(struct hs_component *c, struct hs_profiles *p)
+{
+    struct capture *k = hs_container_of(c, struct capture, base);
+    assert_true(k->np < 8);
+    k->p[k->np++] = p;
+    return 0;
+}
+
+static bool cap_ready(struct hs_component *c)
+{
+    return hs_container_of(c, struct capture, base)->ready;
+}
+
+static const struct hs_component_type cap_type = {.name = "capture",
+                                                  .kind = HS_KIND_EXPORTER,
+                                                  .consume_traces = cap_traces,
+                                                  .consume_profiles = cap_profiles,
+                                                  .ready = cap_ready};
+
+static uint64_t fake_now;
+
+static uint64_t fake_clock(void *ud)
+{
+    return fake_now;
+}
+
+struct fx {
+    uv_loop_t loop;
+    struct hs_metrics *m;
+    struct hs_config_doc doc;
+    struct capture traces, profiles;
+    struct hs_component *tp, *pp;
+    struct hs_consumer next, next_profiles;
+    struct hs_component *c;
+    int done;
+};
+
+static void setup(struct fx *f, const char *yaml)
+{
+    memset(f, 0, sizeof(*f));
+    build_arena = hs_arena_new(1 << 16, 0);
+    uv_loop_init(&f->loop);
+    f->m = hs_metrics_new();
+    struct hs_error err = {0};
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &f->doc, &err), 0);
+    int rc = CT.create(f->doc.root, "processors.correlator", &f->c, &err);
+    for (size_t i = 0; i < err.count; i++)
+        fprintf(stderr, "%s\n", err.lines[i]);
+    assert_int_equal(rc, 0);
+    hs_error_free(&err);
+    f->traces.base.type = f->profiles.base.type = &cap_type;
+    f->traces.ready = f->profiles.ready = true;
+    f->tp = &f->traces.base;
+    f->pp = &f->profiles.base;
+    f->next = (struct hs_consumer){.targets = &f->tp, .count = 1};
+    f->next_profiles = (struct hs_consumer){.targets = &f->pp, .count = 1};
+    f->c->type = &CT;
+    f->c->id = "correlator";
+    f->c->next = &f->next;
+    f->c->next_profiles = &f->next_profiles;
+    f->c->loop = &f->loop;
+    f->c->metrics = f->m;
+    fake_now = 1000000;
+    hs_correlator_set_clock(f->c, fake_clock, NULL);
+    const struct hs_host host = {.loop = &f->loop, .metrics = f->m};
+    assert_int_equal(CT.start(f->c, &host), 0);
+}
+
+static struct fx *current;
+
+static void on_done(struct hs_component *c)
+{
+    current->done++;
+}
+
+static void shutdown_fx(struct fx *f)
+{
+    current = f;
+    CT.shutdown(f->c, on_done);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(f->done, 1);
+    CT.shutdown(f->c, on_done); /* twice is harmless */
+    assert_int_equal(f->done, 1);
+}
+
+static void teardown(struct fx *f)
+{
+    if (!f->done)
+        shutdown_fx(f);
+    CT.destroy(f->c);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    for (int i = 0; i < f->traces.n; i++)
+        hs_traces_unref(f->traces.t[i]);
+    for (int i = 0; i < f->profiles.np; i++)
+        hs_profiles_unref(f->profiles.p[i]);
+    hs_metrics_free(f->m);
+    hs_config_doc_free(&f->doc);
+    hs_arena_free(build_arena);
+}
+
+static uint64_t metric(struct fx *f, const char *name, const char *extra)
+{
+    char l[256];
+    snprintf(l, sizeof(l), "processor=\"correlator\"%s", extra);
+    return hs_metrics_counter(f->m, name, "", l)->value;
+}
+
+/* ---- traces in and out ------------------------------------------------------------------ */
+
+static Span *mkspan(const char *name, uint8_t seed, uint64_t start, uint64_t dur_ns)
+{
+    Span *s = span(name, seed);
+    s->start_time_unix_nano = start;
+    s->end_time_unix_nano = start + dur_ns;
+    return s;
+}
+
+static void child_of(Span *child, const Span *parent)
+{
+    child->trace_id = parent->trace_id;
+    child->parent_span_id = parent->span_id;
+}
+
+static void set_attr(Span *s, const char *k, const char *v)
+{
+    KV **a = zalloc((s->n_attributes + 1) * sizeof(*a));
+    if (s->n_attributes)
+        memcpy(a, s->attributes, s->n_attributes * sizeof(*a));
+    a[s->n_attributes++] = kv(k, any_str(v));
+    s->attributes = a;
+}
+
+/* A request of one resource (service, and a tenant.id attribute when tenant is set). */
+static struct hs_traces *traces_of(const char *service, const char *tenant, size_t n, Span **sp)
+{
+    Request *r = request(service, 1, (ScopeSpans **)list(1, scope_spans("sc", n, sp)));
+    if (tenant) {
+        Opentelemetry__Proto__Resource__V1__Resource *res = r->resource_spans[0]->resource;
+        res->n_attributes = 3;
+        res->attributes = (KV **)list(3, res->attributes[0], res->attributes[1],
+                                      kv("tenant.id", any_str(tenant)));
+    }
+    struct bytes b = pack(r);
+    uint8_t *p = malloc(b.len);
+    memcpy(p, b.p, b.len);
+    return hs_traces_wrap(p, b.len, b.len, (uint32_t)n, 1);
+}
+
+/* Every span delivered so far, decoded. */
+static Span *out_span(struct fx *f, const char *name, int *batch)
+{
+    ProtobufCAllocator alloc = hs_arena_pb_allocator(build_arena);
+    for (int i = 0; i < f->traces.n; i++) {
+        Request *r = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+            &alloc, f->traces.t[i]->len, f->traces.t[i]->data);
+        assert_non_null(r);
+        for (size_t a = 0; a < r->n_resource_spans; a++)
+            for (size_t b = 0; b < r->resource_spans[a]->n_scope_spans; b++)
+                for (size_t k = 0; k < r->resource_spans[a]->scope_spans[b]->n_spans; k++) {
+                    Span *s = r->resource_spans[a]->scope_spans[b]->spans[k];
+                    if (strcmp(s->name, name) == 0) {
+                        if (batch)
+                            *batch = i;
+                        return s;
+                    }
+                }
+    }
+    return NULL;
+}
+
+static Any *attr(const Span *s, const char *key)
+{
+    for (size_t i = 0; i < s->n_attributes; i++)
+        if (strcmp(s->attributes[i]->key, key) == 0)
+            return s->attributes[i]->value;
+    return NULL;
+}
+
+static const char *astr(const Span *s, const char *key)
+{
+    Any *v = attr(s, key);
+    return v ? v->string_value : NULL;
+}
+
+/* The string array attribute joined with " | ". */
+static const char *alist(const Span *s, const char *key)
+{
+    Any *v = attr(s, key);
+    if (!v)
+        return NULL;
+    assert_int_equal(v->value_case, OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE);
+    char *out = zalloc(1024);
+    for (size_t i = 0; i < v->array_value->n_values; i++) {
+        if (i)
+            strcat(out, " | ");
+        strcat(out, v->array_value->values[i]->string_value);
+    }
+    return out;
+}
+
+/* ---- profiles by hand ------------------------------------------------------------------- */
+
+struct pstack {
+    const char *fns[8]; /* root first, NULL-terminated */
+    int64_t v;
+    const uint8_t *span; /* 8 bytes, or NULL */
+};
+
+static struct hs_profile *mkprofile(const char *service, int64_t from_s, int64_t until_s,
+                                    const struct pstack *st, size_t n)
+{
+    struct hs_profile *p = hs_profile_new();
+    struct hs_arena *a = p->arena;
+    assert_int_equal(hs_profile_set_label(p, "service_name", 12, service, strlen(service)), 0);
+    p->service = hs_profile_label(p, "service_name");
+    p->from_ns = (T0 + from_s) * INT64_C(1000000000);
+    p->until_ns = (T0 + until_s) * INT64_C(1000000000);
+    struct hs_profile_summary *s = &p->summary;
+    s->ntypes = 1;
+    s->types = hs_arena_alloc(a, sizeof(char *));
+    s->units = hs_arena_alloc(a, sizeof(char *));
+    s->type_ids = hs_arena_alloc(a, sizeof(char *));
+    s->types[0] = "cpu";
+    s->units[0] = "nanoseconds";
+    s->type_ids[0] = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+    s->main_type = 0;
+    s->funcs = hs_arena_alloc(a, 32 * sizeof(*s->funcs));
+    s->stacks = hs_arena_alloc(a, n * sizeof(*s->stacks));
+    s->spans = hs_arena_alloc(a, (n + 1) * sizeof(*s->spans));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *fids = hs_arena_alloc(a, 8 * sizeof(*fids));
+        uint32_t d = 0;
+        for (; st[i].fns[d]; d++) {
+            uint32_t f = 0;
+            while (f < s->nfuncs && strcmp(s->funcs[f].name, st[i].fns[d]) != 0)
+                f++;
+            if (f == s->nfuncs) {
+                s->funcs[f].name = st[i].fns[d];
+                s->funcs[f].file = "";
+                s->funcs[f].self = hs_arena_alloc(a, sizeof(int64_t));
+                s->funcs[f].total = hs_arena_alloc(a, sizeof(int64_t));
+                s->funcs[f].self[0] = s->funcs[f].total[0] = 0;
+                s->nfuncs++;
+            }
+            fids[d] = f;
+            bool seen = false;
+            for (uint32_t k = 0; k < d; k++)
+                seen = seen || fids[k] == f;
+            if (!seen)
+                s->funcs[f].total[0] += st[i].v;
+        }
+        s->funcs[fids[d - 1]].self[0] += st[i].v;
+        struct hs_profile_stack *ps = &s->stacks[s->nstacks++];
+        ps->funcs = fids;
+        ps->depth = d;
+        ps->values = hs_arena_alloc(a, sizeof(int64_t));
+        ps->values[0] = st[i].v;
+        ps->span = HS_PROFILE_NO_SPAN;
+        if (st[i].span) {
+            uint32_t k = 0;
+            while (k < s->nspans && memcmp(s->spans[k].id, st[i].span, 8) != 0)
+                k++;
+            if (k == s->nspans) {
+                memcpy(s->spans[k].id, st[i].span, 8);
+                s->spans[k].values = hs_arena_alloc(a, sizeof(int64_t));
+                s->spans[k].values[0] = 0;
+                s->nspans++;
+            }
+            s->spans[k].values[0] += st[i].v;
+            ps->span = k;
+        }
+    }
+    return p;
+}
+
+static int send_profiles(struct fx *f, const char *tenant, struct hs_profile *p)
+{
+    struct hs_profiles *b = hs_profiles_new(tenant);
+    assert_int_equal(hs_profiles_add(b, p), 0);
+    int before = f->profiles.np;
+    int rc = CT.consume_profiles(f->c, b);
+    if (rc == 0) { /* passed on at once, the very same batch */
+        assert_int_equal(f->profiles.np, before + 1);
+        assert_ptr_equal(f->profiles.p[before], b);
+    }
+    return rc;
+}
+
+/* user-db's functions, Go-style names. */
+#define MAIN "main.main"
+#define HANDLE "main.handle"
+#define FIND "main.(*UserRepository).findByEmail"
+#define LOADP "main.(*UserRepository).loadPreferences"
+#define QUERY "github.com/jackc/pg.(*Client).query"
+#define HEALTH "main.healthz"
+#define GC "runtime.gcBgMarkWorker"
+
+/* The slow minute: findByEmail 65%, loadPreferences 52%, query 31% (of 100). */
+static struct hs_profile *userdb_slow(int64_t from_s, int64_t until_s)
+{
+    const struct pstack st[] = {
+        {{MAIN, HANDLE, FIND, LOADP, QUERY}, 31, NULL},
+        {{MAIN, HANDLE, FIND, LOADP}, 21, NULL},
+        {{MAIN, HANDLE, FIND}, 13, NULL},
+        {{MAIN, HANDLE, HEALTH}, 30, NULL},
+        {{GC}, 5, NULL},
+    };
+    return mkprofile("user-db", from_s, until_s, st, HS_ARRAY_SIZE(st));
+}
+
+/* A normal minute: findByEmail 15%, loadPreferences 5%, query 3%. */
+static struct hs_profile *userdb_normal(int64_t from_s, int64_t until_s)
+{
+    const struct pstack st[] = {
+        {{MAIN, HANDLE, FIND, LOADP, QUERY}, 3, NULL},
+        {{MAIN, HANDLE, FIND, LOADP}, 2, NULL},
+        {{MAIN, HANDLE, FIND}, 10, NULL},
+        {{MAIN, HANDLE, HEALTH}, 80, NULL},
+        {{GC}, 5, NULL},
+    };
+    return mkprofile("user-db", from_s, until_s, st, HS_ARRAY_SIZE(st));
+}
+
+static struct hs_profile *api_profile(int64_t from_s, int64_t until_s, const uint8_t *span_id)
+{
+    const struct pstack st[] = {
+        {{"api.serve", "api.(*Server).checkout", "encoding/json.Marshal"}, 123000000, span_id},
+        {{"api.serve", "api.(*Server).checkout", "api.(*Server).render"}, 82000000, span_id},
+        {{"api.serve", "api.(*Server).checkout", "crypto/tls.(*Conn).Write"}, 41000000, span_id},
+        {{"api.serve", "api.idle"}, 400000000, NULL},
+    };
+    return mkprofile("api-server", from_s, until_s, st, HS_ARRAY_SIZE(st));
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void test_fast_batch_passes_as_is(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    Span *a = mkspan("GET /users", 1, S(2), MS(40));
+    Span *b = mkspan("SELECT users", 2, S(2), MS(499)); /* under the 500ms threshold */
+    struct hs_traces *t = traces_of("user-db", NULL, 2, (Span **)list(2, a, b));
+    uint8_t copy[4096];
+    size_t len = t->len;
+    memcpy(copy, t->data, len);
+    assert_int_equal(CT.consume_traces(f.c, t), 0);
+    assert_int_equal(f.traces.n, 1);
+    assert_ptr_equal(f.traces.t[0], t); /* the same object: no copy */
+    assert_int_equal(f.traces.t[0]->len, len);
+    assert_memory_equal(f.traces.t[0]->data, copy, len);
+    assert_int_equal(metric(&f, "correlator_spans_checked_total", ""), 2);
+    assert_int_equal(metric(&f, "correlator_slow_spans_total", ""), 0);
+    teardown(&f);
+}
+
+/* user-db sends profiles; its slow spans wait for the profile covering them, then leave
+ * annotated: window match for "SELECT users", the findByEmail subtree for "findByEmail". The
+ * fast span leaves at once. api-server sends no profiles: annotated at once, match none. */
+static void test_parked_until_profile_window_and_subtree(void **state)
+{
+    struct fx f;
+    setup(&f, "{pyroscope_url: 'http://pyro:4040/'}");
+    /* earlier, normal minutes: the service is known and its baseline set */
+    assert_int_equal(send_profiles(&f, NULL, userdb_normal(-60, -50)), 0);
+    assert_int_equal(send_profiles(&f, NULL, userdb_normal(-50, -40)), 0);
+    Span *fast = mkspan("GET /health", 1, S(2), MS(3));
+    Span *w = mkspan("SELECT users", 2, S(2), MS(600));
+    Span *sub = mkspan("findByEmail", 3, S(3), MS(700));
+    struct hs_traces *t = traces_of("user-db", NULL, 3, (Span **)list(3, fast, w, sub));
+    assert_int_equal(CT.consume_traces(f.c, t), 0);
+    Span *api = mkspan("POST /checkout", 4, S(2), MS(900));
+    assert_int_equal(CT.consume_traces(f.c, traces_of("api-server", NULL, 1, (Span **)list(1, api))),
+                     0);
+    assert_int_equal(hs_correlator_parked(f.c), 2);
+    assert_int_equal(f.traces.n, 2);
+    int bi = -1;
+    Span *o = out_span(&f, "GET /health", &bi);
+    assert_non_null(o);
+    assert_int_equal(bi, 0);
+    assert_int_equal(o->n_attributes, 0);
+    assert_null(out_span(&f, "SELECT users", NULL));
+    o = out_span(&f, "POST /checkout", NULL);
+    assert_non_null(o);
+    assert_true(attr(o, "hotspan.slow")->bool_value);
+    assert_string_equal(astr(o, "hotspan.slow.reason"), "threshold 500ms");
+    assert_string_equal(astr(o, "profile.match"), "none");
+    assert_string_equal(astr(o, "profile.match_reason"), "no_profiles_for_service");
+    assert_null(attr(o, "profile.top_functions"));
+    /* a profile ending before span end + slack (2.7 s + 5 s) does not release them */
+    assert_int_equal(send_profiles(&f, NULL, userdb_slow(0, 5)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 2);
+    assert_int_equal(send_profiles(&f, NULL, userdb_slow(5, 10)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    assert_int_equal(f.traces.n, 3);
+    o = out_span(&f, "SELECT users", &bi);
+    assert_int_equal(bi, 2);
+    assert_string_equal(astr(o, "profile.match"), "window");
+    assert_null(attr(o, "profile.match_reason"));
+    assert_string_equal(astr(o, "profile.type"), "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    /* two profiles of the slow minute: 200 samples, the shares unchanged */
+    assert_string_equal(alist(o, "profile.top_functions"),
+                        "UserRepository.findByEmail 65% | UserRepository.loadPreferences 52% | "
+                        "Client.query 31%");
+    assert_string_equal(astr(o, "profile.hot_path"),
+                        "main.main > main.handle > UserRepository.findByEmail > "
+                        "UserRepository.loadPreferences > Client.query");
+    assert_string_equal(alist(o, "profile.grown_functions"),
+                        "UserRepository.findByEmail +50pp | UserRepository.loadPreferences +47pp "
+                        "| Client.query +28pp");
+    assert_null(attr(o, "profile.cpu_share"));
+    assert_null(attr(o, "pyroscope.profile.id"));
+    /* window [2 s - 5 s, 2.6 s + 5 s] */
+    assert_string_equal(astr(o, "profile.link"),
+                        "http://pyro:4040/?query=process_cpu%3Acpu%3Ananoseconds%3Acpu%3Ananoseconds"
+                        "%7Bservice_name%3D%22user-db%22%7D&from=1716999997&until=1717000008");
+    o = out_span(&f, "findByEmail", NULL);
+    assert_string_equal(astr(o, "profile.match"), "window");
+    assert_string_equal(alist(o, "profile.top_functions"),
+                        "UserRepository.loadPreferences 80% | Client.query 48%");
+    assert_string_equal(astr(o, "profile.hot_path"),
+                        "UserRepository.findByEmail > UserRepository.loadPreferences > "
+                        "Client.query");
+    /* api-server was never told about user-db's functions */
+    o = out_span(&f, "POST /checkout", NULL);
+    assert_null(attr(o, "profile.hot_path"));
+    assert_int_equal(metric(&f, "correlator_annotated_spans_total", ",match=\"window\""), 2);
+    assert_int_equal(metric(&f, "correlator_annotated_spans_total", ",match=\"none\""), 1);
+    assert_int_equal(metric(&f, "correlator_profiles_indexed_total", ""), 4);
+    assert_int_equal(metric(&f, "correlator_released_by_timeout_total", ""), 0);
+    teardown(&f);
+}
+
+static const uint8_t checkout_id[8] = {104, 105, 106, 107, 108, 109, 110, 111}; /* seed 4 */
+
+/* A span profile labelled with the span's own id: exact match, CPU share, profile id; the
+ * profile arrived first, so the span does not wait. */
+static void test_exact_span_match(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    assert_int_equal(send_profiles(&f, NULL, api_profile(0, 10, checkout_id)), 0);
+    Span *api = mkspan("POST /checkout", 4, S(2), MS(600));
+    assert_memory_equal(api->span_id.data, checkout_id, 8);
+    assert_int_equal(CT.consume_traces(f.c, traces_of("api-server", NULL, 1, (Span **)list(1, api))),
+                     0);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    Span *o = out_span(&f, "POST /checkout", NULL);
+    assert_string_equal(astr(o, "profile.match"), "span");
+    assert_string_equal(astr(o, "pyroscope.profile.id"), "68696a6b6c6d6e6f");
+    assert_true(fabs(attr(o, "profile.cpu_share")->double_value - 246000000.0 / 600000000.0) <
+                1e-12);
+    /* only the span's samples: checkout is the trunk, idle is not the span's */
+    assert_string_equal(alist(o, "profile.top_functions"),
+                        "json.Marshal 50% | Server.render 33% | Conn.Write 17%");
+    assert_string_equal(astr(o, "profile.hot_path"), "api.serve > Server.checkout > json.Marshal");
+    assert_null(attr(o, "profile.link"));
+    assert_int_equal(metric(&f, "correlator_annotated_spans_total", ",match=\"span\""), 1);
+    teardown(&f);
+}
+
+/* Profiles of tenant acme never annotate spans of tenant globex, and the reverse. */
+static void test_tenants_never_joined(void **state)
+{
+    struct fx f;
+    setup(&f, "{labels: {trace_tenant: tenant.id}, tenant: acme}");
+    assert_int_equal(send_profiles(&f, "acme", userdb_slow(0, 10)), 0);
+    assert_int_equal(send_profiles(&f, NULL, api_profile(0, 10, checkout_id)), 0);
+    Span *g = mkspan("SELECT users", 1, S(2), MS(600));
+    Span *a = mkspan("SELECT orders", 2, S(2), MS(600));
+    Span *d = mkspan("SELECT default", 3, S(2), MS(600));
+    Span *api = mkspan("POST /checkout", 4, S(2), MS(600));
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", "globex", 1, (Span **)list(1, g))),
+                     0);
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", "acme", 1, (Span **)list(1, a))),
+                     0);
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", NULL, 1, (Span **)list(1, d))), 0);
+    /* the "" tenant's profiles: not for spans of the configured default tenant acme */
+    assert_int_equal(
+        CT.consume_traces(f.c, traces_of("api-server", NULL, 1, (Span **)list(1, api))), 0);
+    Span *o = out_span(&f, "SELECT users", NULL);
+    assert_string_equal(astr(o, "profile.match"), "none");
+    assert_string_equal(astr(o, "profile.match_reason"), "no_profiles_for_service");
+    o = out_span(&f, "SELECT orders", NULL);
+    assert_string_equal(astr(o, "profile.match"), "window");
+    o = out_span(&f, "SELECT default", NULL); /* no tenant.id: the `tenant` key, acme */
+    assert_string_equal(astr(o, "profile.match"), "window");
+    o = out_span(&f, "POST /checkout", NULL);
+    assert_string_equal(astr(o, "profile.match"), "none");
+    assert_null(attr(o, "pyroscope.profile.id"));
+    teardown(&f);
+}
+
+/* No profile arrives: max_wait (on the injected clock) releases the span, match none/timeout. */
+static void test_released_by_max_wait(void **state)
+{
+    struct fx f;
+    setup(&f, "{max_wait: 30s}");
+    assert_int_equal(send_profiles(&f, NULL, userdb_normal(-60, -50)), 0);
+    Span *w = mkspan("SELECT users", 2, S(2), MS(600));
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", NULL, 1, (Span **)list(1, w))), 0);
+    assert_int_equal(f.traces.n, 0); /* nothing else in the batch: nothing sent */
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    fake_now += 29999;
+    hs_correlator_tick(f.c);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    fake_now += 1;
+    hs_correlator_tick(f.c);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    Span *o = out_span(&f, "SELECT users", NULL);
+    assert_string_equal(astr(o, "profile.match"), "none");
+    assert_string_equal(astr(o, "profile.match_reason"), "timeout");
+    assert_string_equal(astr(o, "profile.type"), "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    assert_int_equal(metric(&f, "correlator_released_by_timeout_total", ""), 1);
+    teardown(&f);
+}
+
+/* At the parked bound the oldest leaves un-annotated (parked_limit); shutdown releases the
+ * rest; downstream refusing makes the correlator hold and retry, never drop. */
+static void test_parked_bound_shutdown_and_backpressure(void **state)
+{
+    struct fx f;
+    setup(&f, "{limits: {max_parked_spans: 2}}");
+    assert_int_equal(send_profiles(&f, NULL, userdb_normal(-60, -50)), 0);
+    const char *names[] = {"q1", "q2", "q3"};
+    for (int i = 0; i < 3; i++) {
+        Span *s = mkspan(names[i], (uint8_t)(10 + i), S(2), MS(600));
+        assert_int_equal(
+            CT.consume_traces(f.c, traces_of("user-db", NULL, 1, (Span **)list(1, s))), 0);
+    }
+    assert_int_equal(hs_correlator_parked(f.c), 2);
+    Span *o = out_span(&f, "q1", NULL);
+    assert_string_equal(astr(o, "profile.match"), "none");
+    assert_string_equal(astr(o, "profile.match_reason"), "parked_limit");
+    assert_null(out_span(&f, "q2", NULL));
+    assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"parked_span\""), 1);
+    /* downstream busy: refused whole */
+    f.traces.ready = false;
+    Span *s4 = mkspan("q4", 14, S(2), MS(1));
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", NULL, 1, (Span **)list(1, s4))),
+                     HS_EAGAIN);
+    /* a profile releases both while downstream is busy: they are held, then sent */
+    assert_int_equal(send_profiles(&f, NULL, userdb_slow(0, 10)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    assert_int_equal(f.traces.n, 1);
+    hs_correlator_tick(f.c);
+    assert_int_equal(f.traces.n, 1);
+    f.traces.ready = true;
+    hs_correlator_tick(f.c);
+    assert_int_equal(f.traces.n, 2);
+    assert_string_equal(astr(out_span(&f, "q2", NULL), "profile.match"), "window");
+    assert_string_equal(astr(out_span(&f, "q3", NULL), "profile.match"), "window");
+    /* shutdown: parked spans leave annotated with what is known */
+    Span *s5 = mkspan("q5", 15, S(62), MS(600));
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", NULL, 1, (Span **)list(1, s5))),
+                     0);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    shutdown_fx(&f);
+    o = out_span(&f, "q5", NULL);
+    assert_non_null(o);
+    assert_string_equal(astr(o, "profile.match"), "none");
+    assert_string_equal(astr(o, "profile.match_reason"), "shutdown");
+    teardown(&f);
+}
+
+/* A slow span with 12 alike children: in the same batch (a service without profiles), and
+ * arriving after the parent was parked. */
+static void test_n_plus_one(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    Span *parent = mkspan("GET /users", 1, S(2), MS(800));
+    Span *kids[13];
+    char stmt[13][64];
+    for (int i = 0; i < 12; i++) {
+        kids[i] = mkspan("pg.query", (uint8_t)(20 + i), S(2), MS(5));
+        child_of(kids[i], parent);
+        snprintf(stmt[i], sizeof(stmt[i]), "SELECT *  FROM prefs\n WHERE id = %d AND k = 'x%d'",
+                 i * 7, i);
+        set_attr(kids[i], "db.statement", stmt[i]);
+    }
+    kids[12] = parent;
+    assert_int_equal(CT.consume_traces(f.c, traces_of("api-server", NULL, 13, (Span **)kids)), 0);
+    Span *o = out_span(&f, "GET /users", NULL);
+    assert_string_equal(astr(o, "hotspan.pattern"), "n_plus_one");
+    assert_int_equal(attr(o, "hotspan.n_plus_one.count")->int_value, 12);
+    assert_string_equal(astr(o, "hotspan.n_plus_one.statement"),
+                        "SELECT * FROM prefs WHERE id = ? AND k = ?");
+    assert_int_equal(o->n_attributes, 7); /* slow, reason, pattern x3, match, reason */
+    /* children after a parked parent; 9 is under min_count 10, the 10th makes it */
+    assert_int_equal(send_profiles(&f, NULL, userdb_normal(-60, -50)), 0);
+    Span *p2 = mkspan("GET /prefs", 2, S(2), MS(800));
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", NULL, 1, (Span **)list(1, p2))),
+                     0);
+    Span *k2[10];
+    for (int i = 0; i < 10; i++) {
+        k2[i] = mkspan("SELECT preferences", (uint8_t)(40 + i), S(2), MS(5));
+        child_of(k2[i], p2);
+    }
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", NULL, 10, (Span **)k2)), 0);
+    assert_int_equal(send_profiles(&f, NULL, userdb_slow(0, 10)), 0);
+    o = out_span(&f, "GET /prefs", NULL);
+    assert_string_equal(astr(o, "hotspan.pattern"), "n_plus_one");
+    assert_int_equal(attr(o, "hotspan.n_plus_one.count")->int_value, 10);
+    assert_string_equal(astr(o, "hotspan.n_plus_one.statement"), "SELECT preferences");
+    teardown(&f);
+}
+
+/* Relative slowness: 5 x the p50 of 20 earlier spans of the name; threshold 0 turns the
+ * absolute bound off. */
+static void test_latency_baseline_factor(void **state)
+{
+    struct fx f;
+    setup(&f, "{slow: {threshold: 0, factor: 5, min_samples: 20}}");
+    Span *sp[23];
+    for (int i = 0; i < 20; i++)
+        sp[i] = mkspan("GET /users", (uint8_t)i, S(1), MS(48));
+    sp[20] = mkspan("GET /users", 20, S(2), MS(2000)); /* 21st: slow */
+    assert_int_equal(CT.consume_traces(f.c, traces_of("api-server", NULL, 21, sp)), 0);
+    assert_int_equal(metric(&f, "correlator_slow_spans_total", ""), 1);
+    Span *o = NULL;
+    ProtobufCAllocator alloc = hs_arena_pb_allocator(build_arena);
+    Request *r = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+        &alloc, f.traces.t[0]->len, f.traces.t[0]->data);
+    Opentelemetry__Proto__Trace__V1__ScopeSpans *ss = r->resource_spans[0]->scope_spans[0];
+    assert_int_equal(ss->n_spans, 21);
+    for (size_t i = 0; i < 20; i++)
+        assert_int_equal(ss->spans[i]->n_attributes, 0);
+    o = ss->spans[20];
+    assert_string_equal(astr(o, "hotspan.slow.reason"), "5.0x p50 48ms");
+    /* under 5 x 48 ms = 240 ms is not slow; the 19 spans before min_samples never were */
+    Span *ok = mkspan("GET /users", 30, S(3), MS(239));
+    assert_int_equal(CT.consume_traces(f.c, traces_of("api-server", NULL, 1, (Span **)list(1, ok))),
+                     0);
+    assert_int_equal(metric(&f, "correlator_slow_spans_total", ""), 1);
+    teardown(&f);
+}
+
+static void test_index_bounds_and_evictions(void **state)
+{
+    struct fx f;
+    setup(&f, "{limits: {max_services: 2}}");
+    const char *svcs[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        const struct pstack st[] = {{{"x", "y"}, 5, NULL}};
+        assert_int_equal(send_profiles(&f, NULL, mkprofile(svcs[i], 0, 10, st, 1)), 0);
+    }
+    assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service\""), 1);
+    struct correlator *c = hs_container_of(f.c, struct correlator, base);
+    assert_null(corr_index_find(&c->index, HS_STR(""), HS_STR("a")));
+    assert_non_null(corr_index_find(&c->index, HS_STR(""), HS_STR("c")));
+    /* the same profile far in the past of its service: older than retention, not indexed */
+    const struct pstack st[] = {{{"x", "y"}, 5, NULL}};
+    assert_int_equal(send_profiles(&f, NULL, mkprofile("c", -3600, -3590, st, 1)), 0);
+    assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"stale_profile\""), 1);
+    /* services not seen for the retention leave */
+    fake_now += 15 * 60 * 1000 + 1;
+    hs_correlator_tick(f.c);
+    assert_null(corr_index_find(&c->index, HS_STR(""), HS_STR("c")));
+    assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service_expired\""), 2);
+    teardown(&f);
+}
+
+static void test_config_errors(void **state)
+{
+    const char *yaml = "{bucket: 1m, retention: 30s, top: 0, slow: {factor: -1}, nope: 1}";
+    struct hs_config_doc doc = {0};
+    struct hs_error err = {0};
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &doc, &err), 0);
+    struct hs_component *c = NULL;
+    assert_int_equal(CT.create(doc.root, "processors.correlator", &c, &err), HS_EINVAL);
+    assert_int_equal(err.count, 3); /* top, slow.factor, nope: cross checks wait for those */
+    assert_non_null(strstr(err.lines[0], "processors.correlator"));
+    hs_error_free(&err);
+    hs_config_doc_free(&doc);
+    yaml = "{bucket: 1m, retention: 30s}";
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &doc, &err), 0);
+    assert_int_equal(CT.create(doc.root, "processors.correlator", &c, &err), HS_EINVAL);
+    assert_int_equal(err.count, 1);
+    assert_non_null(strstr(err.lines[0], "retention (30000ms) is shorter than bucket (60000ms)"));
+    hs_error_free(&err);
+    hs_config_doc_free(&doc);
+}
+
+static void test_names_and_statements(void **state)
+{
+    char out[128];
+    corr_display_name("./app.js:findByEmail:54", out, sizeof(out));
+    assert_string_equal(out, "findByEmail");
+    corr_display_name("main.(*UserRepository).findByEmail", out, sizeof(out));
+    assert_string_equal(out, "UserRepository.findByEmail");
+    corr_display_name("com.acme.UserRepository.findByEmail", out, sizeof(out));
+    assert_string_equal(out, "com.acme.UserRepository.findByEmail");
+    corr_display_name("C:main", out, sizeof(out));
+    assert_string_equal(out, "C:main");
+    struct hs_str in = HS_STR("  select a1, \"x\"\t from t2 where v in (1, 2.5, 'it''s')  ");
+    corr_normalize_statement(in, out, sizeof(out));
+    assert_string_equal(out, "select a1, ? from t2 where v in (?, ?, ?)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fast_batch_passes_as_is),
+        cmocka_unit_test(test_parked_until_profile_window_and_subtree),
+        cmocka_unit_test(test_exact_span_match),
+        cmocka_unit_test(test_tenants_never_joined),
+        cmocka_unit_test(test_released_by_max_wait),
+        cmocka_unit_test(test_parked_bound_shutdown_and_backpressure),
+        cmocka_unit_test(test_n_plus_one),
+        cmocka_unit_test(test_latency_baseline_factor),
+        cmocka_unit_test(test_index_bounds_and_evictions),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_names_and_statements),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
