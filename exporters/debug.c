@@ -14,10 +14,12 @@
 #include "core/component.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "core/semconv.h"
 #include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
+#include "pdata/traces_edit.h"
 
 enum verbosity { VERBOSITY_BASIC, VERBOSITY_NORMAL, VERBOSITY_DETAILED };
 
@@ -110,11 +112,43 @@ static int put_hex(struct hs_buf *b, const char *label, struct hs_str id)
     return rc;
 }
 
+struct span_ctx {
+    struct hs_buf *b;
+    const uint8_t *data; /* the batch's bytes, for attribute lookups */
+};
+
+/* The correlator's verdict on a slow span, when it left one: what an operator reading the
+ * console wants to see without switching to `detailed`. */
+static int put_annotations(struct hs_buf *b, const uint8_t *data, const struct hs_span_view *s)
+{
+    static const struct {
+        const char *attr, *label;
+    } shown[] = {
+        {HS_ATTR_SLOW_REASON, "slow"},        {HS_ATTR_PROFILE_MATCH, "match"},
+        {HS_ATTR_PROFILE_MATCH_REASON, "why"}, {HS_ATTR_PROFILE_HOT_PATH, "hot_path"},
+        {HS_ATTR_PATTERN, "pattern"},         {HS_ATTR_N_PLUS_ONE_STATEMENT, "statement"},
+    };
+    struct hs_str v;
+    if (s->attributes == 0 || !hs_span_attr_str(data, s, HS_ATTR_PROFILE_MATCH, &v))
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; i < HS_ARRAY_SIZE(shown); i++) {
+        if (!hs_span_attr_str(data, s, shown[i].attr, &v))
+            continue;
+        rc |= hs_buf_printf(b, " %s=\"", shown[i].label);
+        rc |= put_name(b, v);
+        rc |= hs_buf_putc(b, '"');
+    }
+    return rc;
+}
+
 /* <service> <name> trace=<hex> span=<hex> parent=<hex|-> kind=<k> dur=<ms> status=<s>
- * attrs=<n> events=<n>. Returning nonzero stops the scan, which then returns that code. */
+ * attrs=<n> events=<n> [slow="..." match="..." hot_path="..." ...]. Returning nonzero stops the
+ * scan, which then returns that code. */
 static int debug_span_line(void *ud, const struct hs_span_view *s)
 {
-    struct hs_buf *b = ud;
+    const struct span_ctx *ctx = ud;
+    struct hs_buf *b = ctx->b;
     int rc = put_name(b, s->service_name);
     rc |= hs_buf_putc(b, ' ');
     rc |= put_name(b, s->name);
@@ -134,7 +168,9 @@ static int debug_span_line(void *ud, const struct hs_span_view *s)
         rc |= hs_buf_printf(b, " status=%s", status);
     else
         rc |= hs_buf_printf(b, " status=%" PRIu32, s->status_code);
-    rc |= hs_buf_printf(b, " attrs=%" PRIu32 " events=%" PRIu32 "\n", s->attributes, s->events);
+    rc |= hs_buf_printf(b, " attrs=%" PRIu32 " events=%" PRIu32, s->attributes, s->events);
+    rc |= put_annotations(b, ctx->data, s);
+    rc |= hs_buf_putc(b, '\n');
     return rc ? HS_ENOMEM : 0;
 }
 
@@ -148,7 +184,8 @@ static int debug_format(struct debug_exp *d, const struct hs_traces *t)
         struct hs_otlp_scan scan = {0};
         /* the batch passed its receiver's limits already: allow the deepest any can set */
         const struct hs_otlp_limits lim = {.max_value_depth = 128};
-        rc = hs_otlp_traces_scan(t->data, t->len, &lim, debug_span_line, b, &scan);
+        struct span_ctx ctx = {b, t->data};
+        rc = hs_otlp_traces_scan(t->data, t->len, &lim, debug_span_line, &ctx, &scan);
         if (rc && rc != HS_ENOMEM) /* the batch was scanned on the way in; this is a bug */
             rc = hs_buf_printf(b, "traces: unreadable batch: %s\n", scan.err);
     }

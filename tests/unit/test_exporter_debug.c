@@ -150,6 +150,36 @@ static void test_normal(void **state)
     assert_string_equal(output(fx), want);
 }
 
+/* A slow span the correlator annotated shows its verdict on its line. */
+static void test_normal_annotations(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: normal");
+    static const char *json =
+        "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+        "\"value\":{\"stringValue\":\"user-db\"}}]},\"scopeSpans\":[{\"spans\":["
+        "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"eee19b7ec3c1b174\","
+        "\"name\":\"findByEmail\",\"startTimeUnixNano\":\"1000000000\","
+        "\"endTimeUnixNano\":\"1600000000\",\"attributes\":["
+        "{\"key\":\"hotspan.slow\",\"value\":{\"boolValue\":true}},"
+        "{\"key\":\"hotspan.slow.reason\",\"value\":{\"stringValue\":\"threshold 500ms\"}},"
+        "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"window\"}},"
+        "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":\"findByEmail > loadPreferences\"}},"
+        "{\"key\":\"hotspan.pattern\",\"value\":{\"stringValue\":\"n_plus_one\"}}]}]}]}]}";
+    struct hs_buf wire = {0};
+    char err[256];
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
+    assert_int_equal(hs_exporter_debug.consume_traces(
+                         fx->c, hs_traces_wrap(wire.data, wire.len, wire.cap, 1, 1)),
+                     0);
+    assert_string_equal(output(fx),
+                        "traces: 1 resource spans, 1 spans\n"
+                        "user-db findByEmail trace=5b8efff798038103d269b633813fc60c "
+                        "span=eee19b7ec3c1b174 parent=- kind=unspecified dur=600.000ms status=unset "
+                        "attrs=5 events=0 slow=\"threshold 500ms\" match=\"window\" "
+                        "hot_path=\"findByEmail > loadPreferences\" pattern=\"n_plus_one\"\n");
+}
+
 static void test_detailed(void **state)
 {
     struct fixture *fx = *state;
@@ -313,6 +343,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_basic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_normal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_normal_annotations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_detailed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
