@@ -14,7 +14,9 @@
  * parked_limit | shutdown. */
 #define HS_ATTR_PROFILE_MATCH_REASON "profile.match_reason"
 /* string array: "findByEmail 65%": a function's total (self + callees) share of the matched
- * samples, heaviest first; frames present in every matched sample are left out. */
+ * samples, heaviest first. The trunk (the hot path's root-most frames holding >= 90% of the
+ * samples) is left out but for its deepest frame, unless that is the root or the span's own
+ * function. */
 #define HS_ATTR_PROFILE_TOP_FUNCTIONS "profile.top_functions"
 /* string: "handle > findByEmail > query": the heaviest root-to-leaf path, frames under 10%. */
 #define HS_ATTR_PROFILE_HOT_PATH "profile.hot_path"

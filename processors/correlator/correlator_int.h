@@ -30,7 +30,7 @@ struct hs_traces;
 #define CORR_FRAG_ENTRIES 4096    /* (trace, parent span) fragments for N+1 */
 #define CORR_FRAG_GROUPS 3        /* name/statement groups per fragment */
 #define CORR_FRAG_TEXT 96         /* bytes of a group's text kept */
-#define CORR_TRUNK_SHARE 0.9      /* root-most frames above this share are "the trunk" */
+#define CORR_TRUNK_SHARE 0.9      /* root-most frames passing this share to one callee: trunk */
 #define CORR_HOT_PATH_MIN 0.1     /* hot path frames below this share are dropped */
 #define CORR_BASE_WEIGHT 0.125    /* weight of each closed bucket in the function baseline */
 

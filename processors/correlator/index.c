@@ -39,6 +39,7 @@ static bool all_digits(const char *s, size_t n)
 
 /* The name people call a function by, so span names can find it and annotations read well:
  *   Node  "./app.js:findByEmail:54"              -> "findByEmail"   (file:name:line)
+ *   Node  "./app.js:(anonymous:L#51:C#51):51"    -> "(anonymous:L#51:C#51)"
  *   Go    "main.(*UserRepository).findByEmail"   -> "UserRepository.findByEmail"
  *   Go    "github.com/x/pg.(*Client).query"      -> "Client.query"
  *   Go    "encoding/json.Marshal"                -> "json.Marshal"
@@ -48,7 +49,9 @@ size_t corr_display_name(const char *name, char *out, size_t cap)
     size_t n = strlen(name);
     const char *last = memrchr(name, ':', n);
     if (last && all_digits(last + 1, n - (size_t)(last - name) - 1)) {
-        const char *first = memrchr(name, ':', (size_t)(last - name));
+        /* an anonymous function's name has colons of its own: "(anonymous:L#51:C#51)" */
+        const char *anon = memmem(name, (size_t)(last - name), "(anonymous", 10);
+        const char *first = anon ? anon - 1 : memrchr(name, ':', (size_t)(last - name));
         if (first && first + 1 < last) {
             size_t len = HS_MIN((size_t)(last - first - 1), cap - 1);
             memcpy(out, first + 1, len);

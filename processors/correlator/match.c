@@ -216,10 +216,13 @@ static int put_list(struct hs_buf *attrs, const char *key, char (*text)[160], ui
 
 /* profile.top_functions: functions by their total within the matched samples. The trunk (the
  * hot path's root-most frames holding CORR_TRUNK_SHARE of the samples: main, the server loop,
- * the request handler) is in nearly every stack and names nothing, so it is left out; when the
- * trunk is all there is, its deepest frame is named. */
-static void put_top(struct correlator *c, struct matched *m, const uint32_t *path,
-                    const int64_t *pvals, uint32_t npath, struct hs_buf *attrs)
+ * the request handler) is in nearly every stack and names nothing, so it is left out — all but
+ * its deepest frame, which is where the time is before it splits (an N+1 loop's
+ * `loadPreferences 98%`), unless that frame is the root or the span's own function (the anchor
+ * of a subtree match), which the span already names. */
+static void put_top(struct correlator *c, struct matched *m, struct hs_str span_name,
+                    const uint32_t *path, const int64_t *pvals, uint32_t npath,
+                    struct hs_buf *attrs)
 {
     uint32_t top = HS_MIN(c->conf.top, 64);
     struct corr_svc *s = m->svc;
@@ -247,6 +250,9 @@ static void put_top(struct correlator *c, struct matched *m, const uint32_t *pat
     uint32_t trunk = 0;
     while (trunk < npath && (double)pvals[trunk] >= CORR_TRUNK_SHARE * (double)m->total)
         trunk++;
+    /* the deepest trunk frame stays in the ranking when it says something */
+    if (trunk > 1 && !name_matches(s->names[path[trunk - 1]].disp, span_name))
+        trunk--;
     struct ranked *r = hs_xmalloc(HS_MAX(nf, 1) * sizeof(*r));
     uint32_t nr = 0;
     for (uint32_t i = 0; i < nf; i++) {
@@ -427,7 +433,7 @@ enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
         uint32_t path[CORR_MAX_STACK_DEPTH];
         int64_t pvals[CORR_MAX_STACK_DEPTH];
         uint32_t npath = hot_path(&m, path, pvals, CORR_MAX_STACK_DEPTH);
-        put_top(c, &m, path, pvals, npath, attrs);
+        put_top(c, &m, s->name, path, pvals, npath, attrs);
         put_hot_path(&m, path, npath, attrs);
         if (m.kind == CORR_MATCH_SPAN) {
             char hex[17];

@@ -451,10 +451,11 @@ static void test_parked_until_profile_window_and_subtree(void **state)
     assert_string_equal(astr(o, "profile.match"), "window");
     assert_null(attr(o, "profile.match_reason"));
     assert_string_equal(astr(o, "profile.type"), "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
-    /* two profiles of the slow minute: 200 samples, the shares unchanged */
+    /* two profiles of the slow minute: 200 samples, the shares unchanged; main.main is the
+     * trunk, main.handle (95%) its deepest frame, where the time splits */
     assert_string_equal(alist(o, "profile.top_functions"),
-                        "UserRepository.findByEmail 65% | UserRepository.loadPreferences 52% | "
-                        "Client.query 31%");
+                        "main.handle 95% | UserRepository.findByEmail 65% | "
+                        "UserRepository.loadPreferences 52%");
     assert_string_equal(astr(o, "profile.hot_path"),
                         "main.main > main.handle > UserRepository.findByEmail > "
                         "UserRepository.loadPreferences > Client.query");
@@ -503,9 +504,10 @@ static void test_exact_span_match(void **state)
     assert_string_equal(astr(o, "pyroscope.profile.id"), "68696a6b6c6d6e6f");
     assert_true(fabs(attr(o, "profile.cpu_share")->double_value - 246000000.0 / 600000000.0) <
                 1e-12);
-    /* only the span's samples: checkout is the trunk, idle is not the span's */
+    /* only the span's samples (idle is not the span's); api.serve is the trunk, and
+     * Server.checkout, its deepest frame, is where the time is before it splits */
     assert_string_equal(alist(o, "profile.top_functions"),
-                        "json.Marshal 50% | Server.render 33% | Conn.Write 17%");
+                        "Server.checkout 100% | json.Marshal 50% | Server.render 33%");
     assert_string_equal(astr(o, "profile.hot_path"), "api.serve > Server.checkout > json.Marshal");
     assert_null(attr(o, "profile.link"));
     assert_int_equal(metric(&f, "correlator_annotated_spans_total", ",match=\"span\""), 1);
@@ -746,6 +748,11 @@ static void test_names_and_statements(void **state)
     assert_string_equal(out, "com.acme.UserRepository.findByEmail");
     corr_display_name("C:main", out, sizeof(out));
     assert_string_equal(out, "C:main");
+    /* Node's anonymous functions have colons in their names; ESM files have them in paths */
+    corr_display_name("./app.js:(anonymous:L#51:C#51):51", out, sizeof(out));
+    assert_string_equal(out, "(anonymous:L#51:C#51)");
+    corr_display_name("file:///srv/app.mjs:loadPreferences:60", out, sizeof(out));
+    assert_string_equal(out, "loadPreferences");
     struct hs_str in = HS_STR("  select a1, \"x\"\t from t2 where v in (1, 2.5, 'it''s')  ");
     corr_normalize_statement(in, out, sizeof(out));
     assert_string_equal(out, "select a1, ? from t2 where v in (?, ?, ?)");
