@@ -27,6 +27,9 @@ struct xfer {
     struct curl_slist *headers;
     struct hs_buf body;
     uint64_t retry_after_ms;
+    int grpc_status;
+    char grpc_message[512];
+    char grpc_details[1024];
     hs_http_done_cb done;
     void *ud;
     char errbuf[CURL_ERROR_SIZE];
@@ -52,6 +55,7 @@ struct hs_http_client {
     bool timer_closing;
     void (*closed)(void *ud);
     void *closed_ud;
+    unsigned flags;
 };
 
 static void client_finish_close(struct hs_http_client *c);
@@ -109,7 +113,7 @@ static void xfer_free(struct xfer *x)
 /* Removes x from the multi, reports `code` to its owner and frees it. */
 static void xfer_finish(struct xfer *x, CURLcode code, const char *cancel)
 {
-    struct hs_http_result res = {0};
+    struct hs_http_result res = {.grpc_status = -1};
     curl_multi_remove_handle(x->c->multi, x->easy);
     xfer_unlink(x);
     if (cancel) {
@@ -126,6 +130,9 @@ static void xfer_finish(struct xfer *x, CURLcode code, const char *cancel)
         res.body = x->body.data;
         res.body_len = x->body.len;
         res.retry_after_ms = x->retry_after_ms;
+        res.grpc_status = x->grpc_status;
+        res.grpc_message = x->grpc_message[0] ? x->grpc_message : NULL;
+        res.grpc_details = x->grpc_details[0] ? x->grpc_details : NULL;
         if (status == 0)
             res.error = "no HTTP status in the response";
     }
@@ -265,15 +272,45 @@ static uint64_t parse_retry_after(const char *v, size_t n)
     return (uint64_t)HS_MIN((uint64_t)(when - now), MAX_RETRY_AFTER_S) * 1000;
 }
 
+/* The value of "name: value\r\n" into out (trimmed, NUL-terminated, truncated to fit) when the
+ * line is that header. */
+static bool header_value(const char *p, size_t len, const char *name, char *out, size_t outlen)
+{
+    size_t nl = strlen(name);
+    if (len <= nl || strncasecmp(p, name, nl) != 0 || p[nl] != ':')
+        return false;
+    p += nl + 1;
+    len -= nl + 1;
+    while (len && (*p == ' ' || *p == '\t'))
+        p++, len--;
+    while (len && (p[len - 1] == '\r' || p[len - 1] == '\n' || p[len - 1] == ' '))
+        len--;
+    size_t k = HS_MIN(len, outlen - 1);
+    memcpy(out, p, k);
+    out[k] = '\0';
+    return true;
+}
+
+/* Headers and, on HTTP/2, trailers too: gRPC's status travels in the latter. */
 static size_t header_cb(char *p, size_t size, size_t n, void *ud)
 {
     struct xfer *x = ud;
     size_t len = size * n;
     static const char name[] = "retry-after:";
-    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) /* a new response (after 100, redirects) */
+    char num[16];
+    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) { /* a new response (after 100, redirects) */
         x->retry_after_ms = 0;
-    else if (len > sizeof(name) - 1 && strncasecmp(p, name, sizeof(name) - 1) == 0)
+        x->grpc_status = -1;
+        x->grpc_message[0] = x->grpc_details[0] = '\0';
+    } else if (len > sizeof(name) - 1 && strncasecmp(p, name, sizeof(name) - 1) == 0) {
         x->retry_after_ms = parse_retry_after(p + sizeof(name) - 1, len - (sizeof(name) - 1));
+    } else if (header_value(p, len, "grpc-status", num, sizeof(num))) {
+        char *end;
+        long v = strtol(num, &end, 10);
+        x->grpc_status = end != num && *end == '\0' && v >= 0 && v < 1000 ? (int)v : 2;
+    } else if (!header_value(p, len, "grpc-message", x->grpc_message, sizeof(x->grpc_message))) {
+        header_value(p, len, "grpc-status-details-bin", x->grpc_details, sizeof(x->grpc_details));
+    }
     return len;
 }
 
@@ -281,7 +318,13 @@ static size_t header_cb(char *p, size_t size, size_t n, void *ud)
 
 struct hs_http_client *hs_http_client_new(uv_loop_t *loop)
 {
+    return hs_http_client_new_flags(loop, 0);
+}
+
+struct hs_http_client *hs_http_client_new_flags(uv_loop_t *loop, unsigned flags)
+{
     struct hs_http_client *c = hs_xcalloc(1, sizeof(*c));
+    c->flags = flags;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         goto fail;
     c->loop = loop;
@@ -324,7 +367,10 @@ static int xfer_setup(struct xfer *x, const char *url, const char *const *header
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                     (long)(x->c->flags & HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE
+                                ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+                                : CURL_HTTP_VERSION_2TLS));
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)HS_MIN(timeout_ms, (uint64_t)LONG_MAX));
@@ -333,7 +379,14 @@ static int xfer_setup(struct xfer *x, const char *url, const char *const *header
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
     /* curl sends a body through this buffer; its 64 KiB default makes a 4 MB batch take ~60
      * loop passes (bench/passthrough). 512 KiB per transfer in flight is a bounded cost. */
-    curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+    if (x->c->flags & HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE) {
+        /* libcurl 7.88 fails a second stream on an h2c connection whose first stream ended
+         * with trailers (gRPC's always do): "Error in the HTTP2 framing layer". Until a newer
+         * libcurl, each gRPC call gets its own connection. */
+        curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    } else {
+        curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+    }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
@@ -352,6 +405,7 @@ int hs_http_client_post(struct hs_http_client *c, const char *url, const char *c
     if (!x)
         return HS_ENOMEM;
     x->c = c;
+    x->grpc_status = -1;
     x->done = done;
     x->ud = ud;
     x->easy = curl_easy_init();

@@ -18,11 +18,23 @@ struct hs_http_result {
     size_t body_len;
     uint64_t retry_after_ms; /* from Retry-After (seconds or HTTP-date); 0 when absent */
     const char *content_type;
+    /* gRPC's status from the trailers (or a Trailers-Only answer): -1 when absent */
+    int grpc_status;
+    const char *grpc_message;  /* as sent (percent-encoded); NULL when absent */
+    const char *grpc_details;  /* grpc-status-details-bin (base64); NULL when absent */
 };
 
 typedef void (*hs_http_done_cb)(void *ud, const struct hs_http_result *res);
 
 struct hs_http_client *hs_http_client_new(uv_loop_t *loop);
+
+/* Flags for hs_http_client_new_flags. */
+enum {
+    /* http:// URLs speak HTTP/2 from the first byte (h2c with prior knowledge), as gRPC needs;
+     * streams to one host share a connection */
+    HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE = 1u << 0,
+};
+struct hs_http_client *hs_http_client_new_flags(uv_loop_t *loop, unsigned flags);
 
 /* POST `body` (borrowed until done fires) to `url` with `headers` ("Name: value" lines,
  * borrowed until done). done fires exactly once, also when the client is closed. Returns 0,

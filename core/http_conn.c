@@ -1,6 +1,7 @@
-/* http_conn.c: one HTTP/1.1 connection of the server: http_parser over what we read, requests
- * answered in order, limits (header and body size, timeouts, unread responses) and the close
- * that waits for the client's EOF so a last error response is not lost to a reset. */
+/* http_conn.c: one connection of the server: the transport (reads, writes, the close that waits
+ * for the client's EOF so a last error response is not lost to a reset), the switch to HTTP/2 on
+ * the client preface (http2.c), and HTTP/1.1: http_parser over what we read, requests answered
+ * in order, limits (header and body size, timeouts, unread responses). */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ static void on_handle_closed(uv_handle_t *h)
     hs_buf_free(&c->pending);
     free(c->fields);
     free(c->headers);
+    hs_http2_free(c->h2);
     free(c);
     hs_http_server_maybe_done(s);
 }
@@ -292,6 +294,10 @@ static size_t conn_parse(struct hs_http_conn *c, const char *data, size_t len)
 static void conn_resume(struct hs_http_conn *c)
 {
     c->write_paused = false;
+    if (c->h2) {
+        hs_http2_resume(c);
+        return;
+    }
     if (c->pending.len) {
         size_t used = conn_parse(c, (const char *)c->pending.data, c->pending.len);
         if (c->closing || c->stop) {
@@ -304,6 +310,8 @@ static void conn_resume(struct hs_http_conn *c)
     if (!c->write_paused)
         conn_read(c, true);
 }
+
+static bool detect_protocol(struct hs_http_conn *c, const char **data, size_t *len);
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
@@ -326,6 +334,12 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return; /* draining */
     const char *data = buf->base;
     size_t len = (size_t)nread;
+    if (c->h2) {
+        hs_http2_recv(c, (const uint8_t *)data, len);
+        return;
+    }
+    if (!c->proto_known && !detect_protocol(c, &data, &len))
+        return;
     if (c->pending.len) { /* not expected: reading stops while bytes are pending */
         if (hs_buf_append(&c->pending, data, len)) {
             conn_close(c);
@@ -337,6 +351,47 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     size_t used = conn_parse(c, data, len);
     if (used < len && c->write_paused && hs_buf_append(&c->pending, data + used, len - used))
         conn_close(c);
+}
+
+/* Sorts a new connection by its first bytes: the HTTP/2 client preface (h2c with prior
+ * knowledge) hands it to http2.c, anything else is HTTP/1.1. Bytes that may still become the
+ * preface are held back. Returns true when the bytes in data, len are left for the HTTP/1.1 parser. */
+static bool detect_protocol(struct hs_http_conn *c, const char **data, size_t *len)
+{
+    static const char preface[] = HS_HTTP2_PREFACE;
+    size_t take = HS_MIN(*len, HS_HTTP2_PREFACE_LEN - c->first_len);
+    memcpy(c->first + c->first_len, *data, take);
+    if (memcmp(c->first, preface, c->first_len + take) == 0) {
+        if (c->first_len + take < HS_HTTP2_PREFACE_LEN) {
+            c->first_len += take; /* so far the preface: wait for the rest */
+            return false;
+        }
+        c->proto_known = true;
+        uv_timer_stop(&c->timer);
+        if (hs_http2_start(c, (const uint8_t *)preface, HS_HTTP2_PREFACE_LEN) != 0) {
+            conn_close(c);
+            return false;
+        }
+        if (*len > take)
+            hs_http2_recv(c, (const uint8_t *)*data + take, *len - take);
+        return false;
+    }
+    c->proto_known = true;
+    if (c->srv->versions == HS_HTTP_H2C_ONLY) {
+        conn_fail(c, 426,
+                  "426 this port serves gRPC, over HTTP/2 only (h2c with prior knowledge); "
+                  "HTTP/1.1 is not served here\n");
+        return false;
+    }
+    /* the bytes held back are the start of an HTTP/1.1 request: parse them first */
+    if (c->first_len) {
+        size_t held = c->first_len;
+        c->first_len = 0;
+        conn_parse(c, (const char *)c->first, held);
+        if (c->stop || c->closing)
+            return false;
+    }
+    return true;
 }
 
 /* ---- parser callbacks ----------------------------------------------------------------- */
@@ -633,6 +688,10 @@ void hs_http_conn_accept(struct hs_http_server *s)
 
 void hs_http_conn_server_closing(struct hs_http_conn *c)
 {
+    if (c->h2 && !c->closing && c->state != HS_HTTP_CONN_DRAIN) {
+        hs_http2_server_closing(c);
+        return;
+    }
     if (c->closing || c->state == HS_HTTP_CONN_REQUEST)
         return; /* its response will say Connection: close and end it */
     if (c->state == HS_HTTP_CONN_DRAIN || c->write_pending == 0)
@@ -656,6 +715,10 @@ void hs_http_respond(struct hs_http_request *req, int status, const char *conten
                      size_t body_len)
 {
     struct hs_http_conn *c = req->conn;
+    if (req->stream) {
+        hs_http2_respond(req, status, content_type, extra, extra_count, body, body_len, NULL, 0);
+        return;
+    }
     if (!c->in_dispatch || c->responded) {
         hs_log_error(c->srv->name, "a second answer to %s %.*s was dropped", req->method,
                      (int)req->path.len, req->path.ptr);
@@ -669,7 +732,54 @@ void hs_http_respond(struct hs_http_request *req, int status, const char *conten
         c->end_after = true;
 }
 
+void hs_http_respond_trailers(struct hs_http_request *req, int status, const char *content_type,
+                              const struct hs_http_header *extra, size_t extra_count,
+                              const void *body, size_t body_len,
+                              const struct hs_http_header *trailers, size_t trailer_count)
+{
+    if (req->stream) {
+        hs_http2_respond(req, status, content_type, extra, extra_count, body, body_len, trailers,
+                         trailer_count);
+        return;
+    }
+    struct hs_http_header all[32];
+    size_t n = 0;
+    for (size_t i = 0; i < extra_count && n < HS_ARRAY_SIZE(all); i++)
+        all[n++] = extra[i];
+    for (size_t i = 0; i < trailer_count && n < HS_ARRAY_SIZE(all); i++)
+        all[n++] = trailers[i];
+    hs_http_respond(req, status, content_type, all, n, body, body_len);
+}
+
 void hs_http_respond_text(struct hs_http_request *req, int status, const char *text)
 {
     hs_http_respond(req, status, "text/plain; charset=utf-8", NULL, 0, text, strlen(text));
+}
+
+/* ---- the transport, for http2.c ---------------------------------------------------------- */
+
+void hs_http_conn_write(struct hs_http_conn *c, const void *a, size_t alen, const void *b,
+                        size_t blen)
+{
+    conn_write(c, a, alen, b, blen);
+}
+
+void hs_http_conn_end(struct hs_http_conn *c)
+{
+    conn_end(c);
+}
+
+void hs_http_conn_close(struct hs_http_conn *c)
+{
+    conn_close(c);
+}
+
+void hs_http_conn_read(struct hs_http_conn *c, bool on)
+{
+    conn_read(c, on);
+}
+
+void hs_http_conn_timer(struct hs_http_conn *c, uint64_t ms, uv_timer_cb cb)
+{
+    conn_arm(c, ms, cb);
 }

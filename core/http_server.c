@@ -1,6 +1,6 @@
-/* http_server.c: the HTTP/1.1 listener: binding an endpoint, accepting within max_connections,
- * and a close that waits for every handle. Connections (parsing, limits, timeouts, responses)
- * are in http_conn.c. */
+/* http_server.c: the HTTP listener: binding an endpoint, accepting within max_connections, and
+ * a close that waits for every handle. Connections (parsing, limits, timeouts, responses) are
+ * in http_conn.c, HTTP/2 in http2.c. */
 #include "http_server.h"
 
 #include <netdb.h>
@@ -35,6 +35,10 @@ const struct hs_config_field hs_http_server_fields_common[] = {
     {"max_header_size", HS_CFG_SIZE, offsetof(struct hs_http_server_config, max_header_size),
      "64KiB", .min = 1024, .max = 1 << 20,
      .doc = "bytes of the request line and headers; larger is a 431"},
+    {"max_concurrent_streams", HS_CFG_UINT,
+     offsetof(struct hs_http_server_config, max_concurrent_streams), "100", .min = 1,
+     .max = 10000,
+     .doc = "HTTP/2 requests in flight on one connection (SETTINGS_MAX_CONCURRENT_STREAMS)"},
     {0},
 };
 
@@ -61,6 +65,7 @@ static const struct {
     {413, "Content Too Large"},
     {415, "Unsupported Media Type"},
     {417, "Expectation Failed"},
+    {426, "Upgrade Required"},
     {422, "Unprocessable Content"},
     {429, "Too Many Requests"},
     {431, "Request Header Fields Too Large"},
@@ -69,6 +74,7 @@ static const struct {
     {502, "Bad Gateway"},
     {503, "Service Unavailable"},
     {504, "Gateway Timeout"},
+    {505, "HTTP Version Not Supported"},
 };
 
 const char *hs_http_reason(int status)
@@ -232,6 +238,8 @@ static void apply_config(struct hs_http_server *s, const struct hs_http_server_c
         s->conf.max_connections = 1024;
     if (!s->conf.max_header_size)
         s->conf.max_header_size = 64u << 10;
+    if (!s->conf.max_concurrent_streams)
+        s->conf.max_concurrent_streams = 100;
 }
 
 int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts,
@@ -258,6 +266,7 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
     s->name = hs_xstrdup(name);
     s->handler = opts->handler;
     s->ud = opts->ud;
+    s->versions = opts->versions;
     s->full_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);
     apply_config(s, cf);
     if ((rc = uv_tcp_init(loop, &s->listener)) != 0) {

@@ -1,6 +1,7 @@
-/* http_server.h: an HTTP/1.1 server on libuv and http_parser, generic over handlers: keep-alive,
- * chunked bodies, Expect: 100-continue, connection and time limits, body size limit (an
- * oversized Content-Length is answered 413 at once, without reading the body). */
+/* http_server.h: an HTTP/1.1 and HTTP/2 (h2c, prior knowledge) server on libuv, http_parser and
+ * nghttp2, generic over handlers: keep-alive, chunked bodies, Expect: 100-continue, connection
+ * and time limits, body size limit (an oversized Content-Length is answered 413 at once, without
+ * reading the body); on HTTP/2, concurrent streams, each one request to the same handler. */
 #ifndef HS_HTTP_SERVER_H
 #define HS_HTTP_SERVER_H
 
@@ -14,6 +15,7 @@
 
 struct hs_http_server;
 struct hs_http_conn;
+struct hs_http2_stream;
 
 struct hs_http_header {
     struct hs_str name; /* lower-cased by the server */
@@ -30,7 +32,14 @@ struct hs_http_request {
     size_t body_len;
     const char *peer;         /* "127.0.0.1:53422" */
     struct hs_http_conn *conn;
+    struct hs_http2_stream *stream; /* the HTTP/2 stream, NULL on HTTP/1.1 */
 };
+
+/* True when the request came over HTTP/2 (gRPC needs it: trailers). */
+static inline bool hs_http_request_is_h2(const struct hs_http_request *req)
+{
+    return req->stream != NULL;
+}
 
 /* Case-insensitive header lookup; NULL when absent. */
 const struct hs_str *hs_http_request_header(const struct hs_http_request *req, const char *name);
@@ -47,6 +56,7 @@ struct hs_http_server_config {
     uint64_t idle_timeout_ms;   /* keep-alive connection without a request */
     uint32_t max_connections;
     uint64_t max_header_size;   /* bytes of request line + headers (a SIZE field: 64 bits) */
+    uint32_t max_concurrent_streams; /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS */
 };
 
 /* The declared fields for the struct above, to be embedded in a component's field table as an
@@ -54,11 +64,19 @@ struct hs_http_server_config {
  * listener, so callers declare the endpoint row themselves and reuse the rest: */
 extern const struct hs_config_field hs_http_server_fields_common[]; /* all but endpoint */
 
+/* Which protocols a listener speaks. Every connection starts as HTTP/1.1 unless its first 24
+ * bytes are the HTTP/2 client preface (h2c with prior knowledge, RFC 9113 §3.3). */
+enum hs_http_versions {
+    HS_HTTP_V1_AND_H2C = 0, /* both on one port (the default) */
+    HS_HTTP_H2C_ONLY,       /* gRPC ports: an HTTP/1.1 request is answered 426 and closed */
+};
+
 struct hs_http_server_opts {
     const struct hs_http_server_config *config;
     const char *name;           /* for logs and metrics: "otlp", "admin" */
     hs_http_handler handler;
     void *ud;
+    enum hs_http_versions versions;
 };
 
 /* Binds and listens. Returns 0, or a negative libuv/HS code with a message in err. */
@@ -76,6 +94,15 @@ void hs_http_server_close(struct hs_http_server *s, void (*done)(void *ud), void
 void hs_http_respond(struct hs_http_request *req, int status, const char *content_type,
                      const struct hs_http_header *extra, size_t extra_count, const void *body,
                      size_t body_len);
+
+/* hs_http_respond followed by trailing header fields (gRPC's grpc-status), sent after the body
+ * on HTTP/2. An empty body with trailers is one HEADERS frame holding both (gRPC's
+ * Trailers-Only). On HTTP/1.1, which has no trailers without chunked encoding, the trailers
+ * are sent as ordinary headers. */
+void hs_http_respond_trailers(struct hs_http_request *req, int status, const char *content_type,
+                              const struct hs_http_header *extra, size_t extra_count,
+                              const void *body, size_t body_len,
+                              const struct hs_http_header *trailers, size_t trailer_count);
 
 /* Shorthand for text/plain answers. */
 void hs_http_respond_text(struct hs_http_request *req, int status, const char *text);

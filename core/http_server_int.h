@@ -1,5 +1,12 @@
-/* http_server_int.h: what the listener (http_server.c) and the connections (http_conn.c) of the
- * HTTP/1.1 server share. Nothing outside those two files includes it. */
+/* http_server_int.h: what the listener (http_server.c), the connections (http_conn.c) and the
+ * HTTP/2 layer (http2.c) of the server share. Nothing outside those files includes it, but tests.
+ *
+ * The layering, and the seam for TLS: a connection's transport is its uv_tcp_t, read in
+ * http_conn.c's on_read and written through hs_http_conn_write/hs_http_conn_end. The protocol
+ * above it is http_parser (HTTP/1.1) or, once the client preface is seen, an nghttp2 session
+ * (hs_http2_*), which only ever sees plaintext bytes. A TLS transport goes between the two:
+ * decrypt in on_read before the protocol sees bytes, encrypt in hs_http_conn_write, and on ALPN
+ * "h2" call hs_http2_start with no preface bytes yet read. */
 #ifndef HS_HTTP_SERVER_INT_H
 #define HS_HTTP_SERVER_INT_H
 
@@ -24,6 +31,7 @@ struct hs_http_server {
     char *name;
     hs_http_handler handler;
     void *ud;
+    enum hs_http_versions versions;
     struct hs_http_server_config conf; /* endpoint is not kept */
     int port;
     struct hs_http_conn *conns; /* every connection until its handles are closed */
@@ -36,6 +44,8 @@ struct hs_http_server {
     struct hs_buf scratch; /* a response head being formatted */
     char rbuf[HS_HTTP_READ_SIZE];
 };
+
+struct hs_http2;
 
 enum hs_http_conn_state {
     HS_HTTP_CONN_IDLE,    /* between requests */
@@ -75,7 +85,15 @@ struct hs_http_conn {
     struct hs_buf body;
     struct hs_buf pending; /* read but not parsed while reading was paused */
     size_t write_pending;  /* bytes handed to uv_write and not yet written */
+    /* protocol detection: the first bytes, while they may still be the HTTP/2 preface */
+    bool proto_known;
+    uint8_t first[24];
+    size_t first_len;
+    struct hs_http2 *h2; /* set once the connection speaks HTTP/2 */
 };
+
+#define HS_HTTP2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define HS_HTTP2_PREFACE_LEN 24
 
 /* Accepts one connection from the listener (http_conn.c). */
 void hs_http_conn_accept(struct hs_http_server *s);
@@ -83,5 +101,38 @@ void hs_http_conn_accept(struct hs_http_server *s);
 void hs_http_conn_server_closing(struct hs_http_conn *c);
 /* A connection's handles are closed and it is unlinked: free the server if it was the last. */
 void hs_http_server_maybe_done(struct hs_http_server *s);
+
+/* ---- what http_conn.c offers the HTTP/2 layer (the transport side) ---- */
+
+/* One write of a + b, both copied. Closes the connection when it cannot. */
+void hs_http_conn_write(struct hs_http_conn *c, const void *a, size_t alen, const void *b,
+                        size_t blen);
+/* Flush what is written, send FIN, drop input until the client's EOF (or a timeout), close. */
+void hs_http_conn_end(struct hs_http_conn *c);
+/* Close at once. */
+void hs_http_conn_close(struct hs_http_conn *c);
+/* Start or stop reading the transport. */
+void hs_http_conn_read(struct hs_http_conn *c, bool on);
+/* (Re)arms the connection's one timer; 0 ms stops it. */
+void hs_http_conn_timer(struct hs_http_conn *c, uint64_t ms, uv_timer_cb cb);
+
+/* ---- http2.c ---- */
+
+/* Takes the connection over; `data` holds what was read so far, the preface included. Returns
+ * 0, or HS_ENOMEM (the caller closes the connection). */
+int hs_http2_start(struct hs_http_conn *c, const uint8_t *data, size_t len);
+/* Bytes read from the transport. */
+void hs_http2_recv(struct hs_http_conn *c, const uint8_t *data, size_t len);
+/* Unwritten output fell below HS_HTTP_WRITE_LOW: produce more. */
+void hs_http2_resume(struct hs_http_conn *c);
+/* The server is closing: GOAWAY, let the streams begun finish, then end the connection. */
+void hs_http2_server_closing(struct hs_http_conn *c);
+/* The connection's handles are closed. */
+void hs_http2_free(struct hs_http2 *h);
+/* hs_http_respond and hs_http_respond_trailers for a request that came over HTTP/2. */
+void hs_http2_respond(struct hs_http_request *req, int status, const char *content_type,
+                      const struct hs_http_header *extra, size_t extra_count, const void *body,
+                      size_t body_len, const struct hs_http_header *trailers,
+                      size_t trailer_count);
 
 #endif

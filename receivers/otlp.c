@@ -1,6 +1,7 @@
-/* otlp.c: the OTLP receiver over HTTP (POST /v1/traces, protobuf or JSON, gzip). A protobuf
- * request is validated by the wire scanner and carried as its own bytes; JSON is converted once
- * to the same form. Answers exactly as the OTLP/HTTP spec says (wire.md §2). */
+/* otlp.c: the OTLP receiver over HTTP (POST /v1/traces, protobuf or JSON, gzip) and gRPC
+ * (TraceService/Export over h2c, gzip). A protobuf request is validated by the wire scanner and
+ * carried as its own bytes; JSON is converted once to the same form. Both transports share the
+ * validation and delivery; answers are as the OTLP spec says for each (wire.md §2, §3). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "core/compress.h"
 #include "core/arena.h"
 #include "core/config.h"
+#include "core/grpc.h"
 #include "core/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -25,10 +27,16 @@ struct otlp_http_config {
     char *traces_url_path;
 };
 
+struct otlp_grpc_config {
+    struct hs_http_server_config server;
+};
+
 struct otlp_config {
     struct {
         bool http_enabled;
         struct otlp_http_config http;
+        bool grpc_enabled;
+        struct otlp_grpc_config grpc;
     } protocols;
     uint32_t max_spans;
     uint32_t max_attributes;
@@ -45,6 +53,15 @@ static const struct hs_config_field http_fields[] = {
     {0},
 };
 
+static const struct hs_config_field grpc_fields[] = {
+    {"endpoint", HS_CFG_ENDPOINT, offsetof(struct otlp_grpc_config, server.endpoint),
+     "0.0.0.0:4317", .doc = "host:port to listen on for OTLP/gRPC (h2c: HTTP/2 with prior "
+                            "knowledge; TLS is not served yet)"},
+    {"server", HS_CFG_INLINE, offsetof(struct otlp_grpc_config, server),
+     .sub = hs_http_server_fields_common},
+    {0},
+};
+
 static const struct hs_config_field protocols_fields[] = {
     {"http", HS_CFG_SECTION, offsetof(struct otlp_config, protocols.http) -
                                  offsetof(struct otlp_config, protocols),
@@ -52,6 +69,13 @@ static const struct hs_config_field protocols_fields[] = {
      .presence_offset = offsetof(struct otlp_config, protocols.http_enabled) -
                         offsetof(struct otlp_config, protocols),
      .doc = "OTLP/HTTP (protobuf and JSON)"},
+    {"grpc", HS_CFG_SECTION, offsetof(struct otlp_config, protocols.grpc) -
+                                 offsetof(struct otlp_config, protocols),
+     .sub = grpc_fields, .has_presence = true,
+     .presence_offset = offsetof(struct otlp_config, protocols.grpc_enabled) -
+                        offsetof(struct otlp_config, protocols),
+     .doc = "OTLP/gRPC (TraceService/Export; max_request_body_size is the message limit, "
+            "compressed and inflated)"},
     {0},
 };
 
@@ -67,20 +91,33 @@ static const struct hs_config_field otlp_fields[] = {
     {0},
 };
 
+enum transport { TR_HTTP, TR_GRPC, TR_COUNT };
+
+struct otlp_counters {
+    struct hs_counter *accepted, *refused, *rejected;
+    char labels[200];
+};
+
 struct otlp {
     struct hs_component base;
     struct otlp_config conf;
     struct hs_otlp_limits limits;
-    struct hs_http_server *http;
+    struct hs_http_server *servers[TR_COUNT];
+    unsigned open_servers; /* not yet through their close */
     bool started, closing;
     hs_done_cb done;
     struct hs_ratelimit bad_log;
-    struct hs_counter *accepted, *refused, *rejected;
+    struct otlp_counters counters[TR_COUNT];
     struct hs_metrics *metrics;
-    char labels[200];
+    char grpc_name[160]; /* "<id>/grpc": the gRPC listener's name in logs */
 };
 
-enum body_type { BODY_PROTO, BODY_JSON };
+/* BODY_GRPC: a gRPC message (protobuf); answers are gRPC statuses in trailers. */
+enum body_type { BODY_PROTO, BODY_JSON, BODY_GRPC };
+
+#define GRPC_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+/* The wait a refused gRPC client is asked for (RetryInfo), as Retry-After: 1 on HTTP. */
+#define GRPC_RETRY_DELAY_MS 1000
 
 /* gRPC codes used in google.rpc.Status (wire.md §3). */
 enum { CODE_INVALID_ARGUMENT = 3, CODE_RESOURCE_EXHAUSTED = 8, CODE_UNAVAILABLE = 14 };
@@ -90,8 +127,9 @@ static int otlp_create(const struct hs_config_node *cfg, const char *path,
 {
     struct otlp *r = hs_xcalloc(1, sizeof(*r));
     int rc = hs_config_decode(otlp_fields, cfg, &r->conf, path, err);
-    if (rc == 0 && !r->conf.protocols.http_enabled) {
-        hs_config_errorf(err, cfg, path, "protocols: no protocol enabled (add http: {})");
+    if (rc == 0 && !r->conf.protocols.http_enabled && !r->conf.protocols.grpc_enabled) {
+        hs_config_errorf(err, cfg, path,
+                         "protocols: no protocol enabled (add http: {} and/or grpc: {})");
         rc = HS_EINVAL;
     }
     if (rc) {
@@ -125,6 +163,11 @@ static bool media_type_is(const struct hs_str *v, const char *want)
 static void respond_status(struct hs_http_request *req, enum body_type type, int http, int code,
                            const char *msg, const struct hs_http_header *extra, size_t nextra)
 {
+    if (type == BODY_GRPC) { /* the HTTP status and its headers are HTTP's; gRPC has codes */
+        hs_grpc_respond(req, code, msg, NULL, 0, false,
+                        code == CODE_UNAVAILABLE ? GRPC_RETRY_DELAY_MS : 0);
+        return;
+    }
     if (type == BODY_JSON) {
         struct hs_buf b = {0};
         int rc = hs_buf_printf(&b, "{\"code\":%d,\"message\":", code);
@@ -154,7 +197,8 @@ static void reject(struct otlp *r, struct hs_http_request *req, enum body_type t
                    const char *reason, const char *msg)
 {
     char labels[300];
-    snprintf(labels, sizeof(labels), "%s,reason=\"%s\"", r->labels, reason);
+    snprintf(labels, sizeof(labels), "%s,reason=\"%s\"",
+             r->counters[type == BODY_GRPC ? TR_GRPC : TR_HTTP].labels, reason);
     hs_counter_add(hs_metrics_counter(r->metrics, "receiver_failed_requests_total",
                                       "Requests answered with an error, by reason", labels),
                    1);
@@ -196,7 +240,10 @@ static void answer_ok(struct hs_http_request *req, enum body_type type, uint32_t
     }
     size_t n = opentelemetry__proto__collector__trace__v1__export_trace_service_response__pack(
         &resp, body);
-    hs_http_respond(req, 200, "application/x-protobuf", NULL, 0, body, n);
+    if (type == BODY_GRPC)
+        hs_grpc_respond(req, HS_GRPC_OK, NULL, body, n, hs_grpc_request_gzip(req), 0);
+    else
+        hs_http_respond(req, 200, "application/x-protobuf", NULL, 0, body, n);
 }
 
 static bool id_invalid(struct hs_str id)
@@ -312,21 +359,23 @@ static bool content_type(const struct hs_http_request *req, enum body_type *type
     return true;
 }
 
-/* Hands validated spans to the pipeline, or refuses them (503) when it is full. `owned` holds
- * the bytes when they were decompressed or converted; plain bodies are copied here, after the
- * pipeline said it has room, so a refusal costs no copy. */
+/* Hands validated spans to the pipeline, or refuses them (503, UNAVAILABLE) when it is full.
+ * `owned` holds the bytes when they were decompressed or converted; else p/len (in the request)
+ * are copied here, after the pipeline said it has room, so a refusal costs no copy. */
 static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type type,
-                    struct hs_buf *owned, const struct hs_otlp_scan *scan, uint32_t rejected)
+                    const uint8_t *p, size_t len, struct hs_buf *owned,
+                    const struct hs_otlp_scan *scan, uint32_t rejected)
 {
     static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
+    struct otlp_counters *k = &r->counters[type == BODY_GRPC ? TR_GRPC : TR_HTTP];
     if (!hs_consumer_ready(r->base.next)) {
-        hs_counter_add(r->refused, scan->spans);
+        hs_counter_add(k->refused, scan->spans);
         respond_status(req, type, 503, CODE_UNAVAILABLE,
                        "pipeline is full (exporters busy or backend down): retry later", &retry,
                        1);
         return;
     }
-    if (!owned->data && hs_buf_append(owned, req->body, req->body_len) != 0) {
+    if (!owned->data && hs_buf_append(owned, p, len) != 0) {
         respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
         return;
     }
@@ -339,14 +388,47 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
     *owned = (struct hs_buf){0}; /* the batch owns the bytes now */
     int rc = hs_consumer_traces(r->base.next, t);
     if (rc == 0) {
-        hs_counter_add(r->accepted, scan->spans);
+        hs_counter_add(k->accepted, scan->spans);
         answer_ok(req, type, rejected);
     } else {
-        hs_counter_add(r->refused, scan->spans);
+        hs_counter_add(k->refused, scan->spans);
         respond_status(req, type, rc == HS_EAGAIN ? 503 : 400,
                        rc == HS_EAGAIN ? CODE_UNAVAILABLE : CODE_INVALID_ARGUMENT,
                        hs_strerror(rc), rc == HS_EAGAIN ? &retry : NULL, rc == HS_EAGAIN);
     }
+}
+
+/* What both transports do with the request's protobuf bytes: scan (the limits), drop spans with
+ * invalid ids (partial success), deliver. `owned` holds p when p is not in the request. */
+static void process(struct otlp *r, struct hs_http_request *req, enum body_type type,
+                    const uint8_t *p, size_t len, struct hs_buf *owned)
+{
+    struct otlp_counters *k = &r->counters[type == BODY_GRPC ? TR_GRPC : TR_HTTP];
+    struct hs_otlp_scan scan = {0};
+    uint32_t invalid = 0;
+    int rc = hs_otlp_traces_scan(p, len, &r->limits, count_invalid_ids, &invalid, &scan);
+    if (rc) {
+        reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "malformed",
+               scan.err[0] ? scan.err : hs_strerror(rc));
+        return;
+    }
+    if (invalid) {
+        struct hs_buf kept = {0};
+        rc = drop_invalid_spans(r, p, len, &kept, &scan);
+        hs_buf_free(owned);
+        *owned = kept;
+        p = owned->data;
+        len = owned->len;
+        if (rc) {
+            respond_status(req, type, 503, CODE_UNAVAILABLE, hs_strerror(rc), NULL, 0);
+            return;
+        }
+        hs_counter_add(k->rejected, invalid);
+    }
+    if (scan.spans == 0) /* an empty request is a full success */
+        answer_ok(req, type, invalid);
+    else
+        deliver(r, req, type, p, len, owned, &scan, invalid);
 }
 
 static void otlp_handle(void *ud, struct hs_http_request *req)
@@ -392,49 +474,101 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
             goto out;
         }
     }
-    struct hs_otlp_scan scan = {0};
-    uint32_t invalid = 0;
-    int rc = hs_otlp_traces_scan(p, len, &r->limits, count_invalid_ids, &invalid, &scan);
-    if (rc) {
-        reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "malformed",
-               scan.err[0] ? scan.err : hs_strerror(rc));
-        goto out;
-    }
-    if (invalid) {
-        struct hs_buf kept = {0};
-        rc = drop_invalid_spans(r, p, len, &kept, &scan);
-        hs_buf_free(&owned);
-        owned = kept;
-        if (rc) {
-            respond_status(req, type, 503, CODE_UNAVAILABLE, hs_strerror(rc), NULL, 0);
-            goto out;
-        }
-        hs_counter_add(r->rejected, invalid);
-    }
-    if (scan.spans == 0) /* an empty request is a full success */
-        answer_ok(req, type, invalid);
-    else
-        deliver(r, req, type, &owned, &scan, invalid);
+    process(r, req, type, p, len, &owned);
 out:
     hs_buf_free(&owned);
 }
+
+/* POST TraceService/Export over HTTP/2: the message out of its frame, then as over HTTP. */
+static void otlp_grpc_handle(void *ud, struct hs_http_request *req)
+{
+    struct otlp *r = ud;
+    if (!hs_grpc_request_ok(req))
+        return;
+    if (!hs_str_eq(req->path, GRPC_PATH)) {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "unknown method %.*s (served: " GRPC_PATH ")",
+                 (int)HS_MIN(req->path.len, 100), req->path.ptr);
+        hs_grpc_respond(req, HS_GRPC_UNIMPLEMENTED, msg, NULL, 0, false, 0);
+        return;
+    }
+    struct hs_buf owned = {0};
+    const uint8_t *p;
+    size_t len;
+    char err[200];
+    int code = hs_grpc_unframe(req->body, req->body_len, hs_http_request_header(req, "grpc-encoding"),
+                               r->conf.protocols.grpc.server.max_request_body_size, &owned, &p,
+                               &len, err, sizeof(err));
+    if (code != HS_GRPC_OK) {
+        /* counted like the HTTP rejections; the code tells the client what it was */
+        char labels[300];
+        snprintf(labels, sizeof(labels), "%s,reason=\"%s\"", r->counters[TR_GRPC].labels,
+                 code == HS_GRPC_RESOURCE_EXHAUSTED ? "too_large"
+                 : code == HS_GRPC_UNIMPLEMENTED    ? "bad_encoding"
+                                                    : "bad_framing");
+        hs_counter_add(hs_metrics_counter(r->metrics, "receiver_failed_requests_total",
+                                          "Requests answered with an error, by reason", labels),
+                       1);
+        hs_grpc_respond(req, code, err, NULL, 0, false, 0);
+    } else {
+        process(r, req, BODY_GRPC, p, len, &owned);
+    }
+    hs_buf_free(&owned);
+}
+
+static void counters_init(struct otlp *r, const struct hs_host *host, enum transport tr)
+{
+    struct otlp_counters *k = &r->counters[tr];
+    snprintf(k->labels, sizeof(k->labels), "receiver=\"%s\",transport=\"%s\"", r->base.id,
+             tr == TR_GRPC ? "grpc" : "http");
+    k->accepted = hs_metrics_counter(host->metrics, "receiver_accepted_spans_total",
+                                     "Spans accepted into the pipeline", k->labels);
+    k->refused = hs_metrics_counter(host->metrics, "receiver_refused_spans_total",
+                                    "Spans refused because the pipeline was full", k->labels);
+    k->rejected = hs_metrics_counter(host->metrics, "receiver_rejected_spans_total",
+                                     "Spans rejected as invalid (answered as partial success)",
+                                     k->labels);
+}
+
+static void otlp_server_closed(void *ud)
+{
+    struct otlp *r = ud;
+    if (--r->open_servers == 0)
+        r->done(&r->base);
+}
+
+static void otlp_shutdown(struct hs_component *c, hs_done_cb done);
 
 static int otlp_start(struct hs_component *c, const struct hs_host *host)
 {
     struct otlp *r = hs_container_of(c, struct otlp, base);
     r->metrics = host->metrics;
-    snprintf(r->labels, sizeof(r->labels), "receiver=\"%s\",transport=\"http\"", c->id);
-    r->accepted = hs_metrics_counter(host->metrics, "receiver_accepted_spans_total",
-                                     "Spans accepted into the pipeline", r->labels);
-    r->refused = hs_metrics_counter(host->metrics, "receiver_refused_spans_total",
-                                    "Spans refused because the pipeline was full", r->labels);
-    r->rejected = hs_metrics_counter(host->metrics, "receiver_rejected_spans_total",
-                                     "Spans rejected as invalid (answered as partial success)",
-                                     r->labels);
+    counters_init(r, host, TR_HTTP);
+    counters_init(r, host, TR_GRPC);
     struct hs_error err = {0};
-    const struct hs_http_server_opts opts = {
-        .config = &r->conf.protocols.http.server, .name = c->id, .handler = otlp_handle, .ud = r};
-    int rc = hs_http_server_start(host->loop, &opts, &r->http, &err);
+    int rc = 0;
+    if (r->conf.protocols.http_enabled) {
+        const struct hs_http_server_opts opts = {.config = &r->conf.protocols.http.server,
+                                                 .name = c->id,
+                                                 .handler = otlp_handle,
+                                                 .ud = r};
+        rc = hs_http_server_start(host->loop, &opts, &r->servers[TR_HTTP], &err);
+    }
+    if (rc == 0 && r->conf.protocols.grpc_enabled) {
+        /* gRPC needs HTTP/2: an HTTP/1.1 client here is told so (426), not left hanging */
+        snprintf(r->grpc_name, sizeof(r->grpc_name), "%s/grpc", c->id);
+        const struct hs_http_server_opts opts = {.config = &r->conf.protocols.grpc.server,
+                                                 .name = r->grpc_name,
+                                                 .handler = otlp_grpc_handle,
+                                                 .ud = r,
+                                                 .versions = HS_HTTP_H2C_ONLY};
+        rc = hs_http_server_start(host->loop, &opts, &r->servers[TR_GRPC], &err);
+        if (rc && r->servers[TR_HTTP]) {
+            /* the HTTP listener is open: it closes through the loop, done by then */
+            hs_http_server_close(r->servers[TR_HTTP], NULL, NULL);
+            r->servers[TR_HTTP] = NULL;
+        }
+    }
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(c->id, "%s", err.lines[i]);
     hs_error_free(&err);
@@ -443,25 +577,26 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
     return rc;
 }
 
-static void otlp_http_closed(void *ud)
-{
-    struct otlp *r = ud;
-    r->http = NULL;
-    r->done(&r->base);
-}
-
 static void otlp_shutdown(struct hs_component *c, hs_done_cb done)
 {
     struct otlp *r = hs_container_of(c, struct otlp, base);
     if (r->closing)
         return;
     r->closing = true;
-    if (!r->started || !r->http) {
+    r->done = done;
+    for (int t = 0; t < TR_COUNT; t++)
+        if (r->started && r->servers[t])
+            r->open_servers++;
+    if (!r->open_servers) {
         done(c);
         return;
     }
-    r->done = done;
-    hs_http_server_close(r->http, otlp_http_closed, r);
+    for (int t = 0; t < TR_COUNT; t++) {
+        struct hs_http_server *s = r->servers[t];
+        r->servers[t] = NULL;
+        if (r->started && s)
+            hs_http_server_close(s, otlp_server_closed, r);
+    }
 }
 
 static void otlp_destroy(struct hs_component *c)
@@ -475,7 +610,7 @@ const struct hs_component_type hs_receiver_otlp = {
     .name = "otlp",
     .kind = HS_KIND_RECEIVER,
     .signals = HS_SIGNAL_TRACES,
-    .doc = "OTLP traces over HTTP (protobuf and JSON, gzip).",
+    .doc = "OTLP traces over HTTP (protobuf and JSON, gzip) and gRPC (h2c, gzip).",
     .fields = otlp_fields,
     .create = otlp_create,
     .start = otlp_start,

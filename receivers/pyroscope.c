@@ -4,12 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/config.h"
+#include "core/grpc.h"
 #include "core/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -141,7 +143,9 @@ static void respond_error(struct hs_http_request *req, int status, const char *m
     hs_buf_free(&b);
 }
 
-static void reject(struct pyro *r, struct hs_http_request *req, const struct hs_pyro_fail *f)
+/* Counts and logs a failed request; the caller answers. */
+static void reject_counted(struct pyro *r, struct hs_http_request *req,
+                           const struct hs_pyro_fail *f)
 {
     char labels[300];
     snprintf(labels, sizeof(labels), "%s,reason=\"%s\"", r->labels, f->reason);
@@ -152,6 +156,11 @@ static void reject(struct pyro *r, struct hs_http_request *req, const struct hs_
     if (hs_ratelimit_allow(&r->bad_log, hs_now_ms(), &suppressed))
         hs_log_info(r->base.id, "%d for %s %.*s: %s (%u similar suppressed)", f->status, req->peer,
                     (int)HS_MIN(req->path.len, 64), req->path.ptr, f->msg, suppressed);
+}
+
+static void reject(struct pyro *r, struct hs_http_request *req, const struct hs_pyro_fail *f)
+{
+    reject_counted(r, req, f);
     respond_error(req, f->status, f->msg);
 }
 
@@ -226,6 +235,86 @@ static void deliver(struct pyro *r, struct hs_http_request *req, struct hs_profi
         hs_http_respond(req, 200, "application/proto", NULL, 0, "", 0);
 }
 
+/* gRPC's code for one of our HTTP statuses, as connect_code names them (wire.md §6). */
+static int grpc_code(int status)
+{
+    switch (status) {
+    case 404:
+        return HS_GRPC_NOT_FOUND;
+    case 405:
+        return HS_GRPC_UNIMPLEMENTED;
+    case 429:
+        return HS_GRPC_RESOURCE_EXHAUSTED;
+    case 503:
+        return HS_GRPC_UNAVAILABLE;
+    default:
+        return status >= 500 ? HS_GRPC_INTERNAL : HS_GRPC_INVALID_ARGUMENT;
+    }
+}
+
+/* The push API's gRPC variant over HTTP/2: the same PushRequest decoding as Connect's, the
+ * message length-prefixed, the status in trailers. A full pipeline is RESOURCE_EXHAUSTED
+ * with RetryInfo, which OTLP-style clients retry, as 429 + Retry-After on Connect. */
+static void push_grpc(struct pyro *r, struct hs_http_request *req)
+{
+    if (!hs_grpc_request_ok(req))
+        return;
+    struct hs_pyro_fail f = {0};
+    struct hs_buf owned = {0};
+    const uint8_t *p;
+    size_t len;
+    char err[200];
+    int code = hs_grpc_unframe(req->body, req->body_len,
+                               hs_http_request_header(req, "grpc-encoding"),
+                               r->conf.server.max_request_body_size, &owned, &p, &len, err,
+                               sizeof(err));
+    if (code != HS_GRPC_OK) {
+        hs_pyro_failf(&f, code == HS_GRPC_RESOURCE_EXHAUSTED ? 413 : 400, "bad_grpc", "%s", err);
+        reject_counted(r, req, &f);
+        hs_grpc_respond(req, code, err, NULL, 0, false, 0);
+        hs_buf_free(&owned);
+        return;
+    }
+    const struct hs_str *tenant = hs_http_request_header(req, "x-scope-orgid");
+    char *t = tenant && tenant->len ? hs_xstrndup(tenant->ptr, tenant->len) : NULL;
+    struct hs_profiles *b = hs_profiles_new(t);
+    free(t);
+    int rc = b ? hs_pyro_push_decode(p, len, false, &r->limits, b, &f) : HS_ENOMEM;
+    hs_buf_free(&owned);
+    if (!b) {
+        hs_grpc_respond(req, HS_GRPC_UNAVAILABLE, "out of memory", NULL, 0, false, 1000);
+        return;
+    }
+    if (rc) {
+        hs_profiles_unref(b);
+        reject_counted(r, req, &f);
+        hs_grpc_respond(req, grpc_code(f.status), f.msg, NULL, 0, false, 0);
+        return;
+    }
+    uint32_t n = b->count;
+    rc = hs_consumer_profiles(r->base.next_profiles, b);
+    if (rc) {
+        hs_counter_add(r->refused, n);
+        if (rc == HS_EAGAIN)
+            hs_grpc_respond(req, HS_GRPC_RESOURCE_EXHAUSTED,
+                            "pipeline is full (exporters busy or backend down): retry later",
+                            NULL, 0, false, 1000);
+        else
+            hs_grpc_respond(req, rc == HS_EINVAL ? HS_GRPC_INVALID_ARGUMENT : HS_GRPC_UNAVAILABLE,
+                            hs_strerror(rc), NULL, 0, false, rc == HS_EINVAL ? 0 : 1000);
+        return;
+    }
+    hs_counter_add(r->accepted, n);
+    /* PushResponse is empty: a zero-length message */
+    hs_grpc_respond(req, HS_GRPC_OK, NULL, (const uint8_t *)"", 0, hs_grpc_request_gzip(req), 0);
+}
+
+static bool is_grpc(const struct hs_http_request *req)
+{
+    const struct hs_str *ct = hs_http_request_header(req, "content-type");
+    return ct && ct->len >= 16 && strncasecmp(ct->ptr, "application/grpc", 16) == 0;
+}
+
 static enum route route_of(struct hs_str path)
 {
     if (hs_str_eq(path, "/ingest") || hs_str_eq(path, "/pyroscope/ingest"))
@@ -241,6 +330,10 @@ static void pyro_handle(void *ud, struct hs_http_request *req)
     enum route route = route_of(req->path);
     if (route == ROUTE_NONE) {
         respond_error(req, 404, "404 page not found");
+        return;
+    }
+    if (route == ROUTE_PUSH && hs_http_request_is_h2(req) && is_grpc(req)) {
+        push_grpc(r, req);
         return;
     }
     if (strcmp(req->method, "POST") != 0) {
