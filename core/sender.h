@@ -1,6 +1,7 @@
 /* sender.h: the sending queue every network exporter shares (otelcol's exporterhelper): a
- * bounded in-memory queue, a fixed number of requests in flight, retries with backoff and jitter
- * honouring Retry-After, and the permanent/transient split of wire.md §2 and style.md §5. */
+ * bounded queue, in memory or on disk (crash-safe, `storage`), a fixed number of requests in
+ * flight, retries with backoff and jitter honouring Retry-After, and the permanent/transient
+ * split of wire.md §2 and style.md §5. */
 #ifndef HS_SENDER_H
 #define HS_SENDER_H
 
@@ -23,6 +24,7 @@ struct hs_sender_queue_config {
     uint32_t num_consumers;
     uint32_t queue_size;
     uint64_t queue_bytes;
+    char *storage; /* a directory: the queue is kept there (queue_store.h); NULL: in memory */
 };
 
 /* `retry_on_failure`, likewise with .sub = hs_sender_retry_fields. */
@@ -62,18 +64,35 @@ struct hs_sender_request {
  * HS_SENDER_EXTRA_HEADERS. */
 int hs_sender_request_header(struct hs_sender_request *r, const char *name, const char *value);
 
+/* With `storage`, hs_sender_submit encodes every part of an item at once and writes the
+ * requests to disk (url, body, the lines describing the body: Content-Type, Content-Encoding,
+ * grpc-encoding; the per-request lines; count) before it returns; the item is released then.
+ * Those records are what is sent, now or after a restart, so the hooks below see item == NULL
+ * after encode. The other fixed lines (authorization, tenant, user agent) come from
+ * hs_sender_options.headers at send time, so a rotated token applies to what was queued before
+ * the restart; a URL that starts with hs_sender_options.url is stored relative to it, so a
+ * changed endpoint applies too. */
 struct hs_sender_hooks {
     /* Fills req for part `part` (0 .. parts-1) of item; req starts zeroed. Returns 0, or a
      * code: the part is then dropped ("encode_failed", or "out_of_memory") and the next tried. */
     int (*encode)(void *ud, void *item, uint32_t part, struct hs_sender_request *req);
     /* The item is settled: every part sent, dropped or given up on. Also called for items still
-     * queued when the sender is freed, and for items refused by hs_sender_submit. */
+     * queued when the sender is freed, and for items refused by hs_sender_submit. With storage,
+     * called inside hs_sender_submit, once the item is written (or refused). */
     void (*release)(void *ud, void *item);
-    /* Optional: a 2xx answer. Returns how many of req->count the backend rejected (OTLP
-     * partial success); they are counted failed and dropped as "rejected_by_backend". */
+    /* Optional: a 2xx answer (item is NULL with storage). Returns how many of req->count the
+     * backend rejected (OTLP partial success); they are counted failed and dropped as
+     * "rejected_by_backend". */
     uint32_t (*on_success)(void *ud, void *item, const struct hs_sender_request *req,
                            const struct hs_http_result *res);
+    /* Optional: what a response means when its HTTP status does not say it all (gRPC answers
+     * 200 and puts its status in the trailers). Returns an hs_sender_verdict, or 0 for the
+     * default (2xx sent; no answer, 429, 502-504 retried; the rest permanent). May set
+     * res->retry_after_ms (a server's RetryInfo) and res->error (the text logged). */
+    int (*classify)(void *ud, const struct hs_sender_request *req, struct hs_http_result *res);
 };
+
+enum hs_sender_verdict { HS_SENDER_SENT = 1, HS_SENDER_RETRY, HS_SENDER_PERMANENT };
 
 struct hs_sender_options {
     const char *id;    /* the exporter's id, for logs and metric labels; borrowed */
@@ -82,25 +101,36 @@ struct hs_sender_options {
     const struct hs_sender_queue_config *queue; /* borrowed for the sender's lifetime */
     const struct hs_sender_retry_config *retry; /* borrowed */
     uint64_t timeout_ms;                        /* of one request */
+    unsigned client_flags; /* hs_http_client_new_flags: HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE */
+    /* With storage: the exporter's base URL and fixed "Name: value" lines, borrowed for the
+     * sender's lifetime (see above). */
+    const char *url;
+    const char *const *headers;
+    size_t header_count;
     struct hs_sender_hooks hooks;
     void *ud; /* given to the hooks */
 };
 
 /* Allocates a sender; no I/O (call from create). Never fails (small control structures). */
 struct hs_sender *hs_sender_new(const struct hs_sender_options *opt);
-/* Opens the HTTP client and timers, registers the counters and the queue gauges. Items
- * submitted before start wait in the queue. Returns 0 or HS_ENOMEM. */
+/* Opens the HTTP client and timers, registers the counters and the queue gauges; with storage,
+ * opens the store and queues what it holds ahead of anything new (restart resumes). Items
+ * submitted before start wait in the queue (with storage they are refused: no store yet).
+ * Returns 0, HS_ENOMEM, or HS_EIO when the store cannot be opened (logged). */
 int hs_sender_start(struct hs_sender *s, uv_loop_t *loop, struct hs_metrics *m);
 /* Would an item be accepted now? False once shutting down. */
 bool hs_sender_ready(const struct hs_sender *s);
 /* Queues item (taken, on success and on error alike: refused items are released at once).
- * `bytes` is counted against queue_bytes, `count` (spans or profiles) is what the counters
- * see, `parts` is how many requests the item makes (1, or one per profile for /ingest; at least
- * 1). Returns 0, or HS_EAGAIN when the queue is full or shutting down (counted as
- * exporter_enqueue_failed_<items>_total). */
+ * `bytes` is counted against queue_bytes (with storage, the record's size on disk is counted
+ * instead), `count` (spans or profiles) is what the counters see, `parts` is how many requests
+ * the item makes (1, or one per profile for /ingest; at least 1). With storage, 0 means the
+ * item is on disk. Returns 0, or HS_EAGAIN when the queue is full, shutting down, or the store
+ * cannot write (counted as exporter_enqueue_failed_<items>_total). */
 int hs_sender_submit(struct hs_sender *s, void *item, size_t bytes, uint32_t count, uint32_t parts);
 /* Stops accepting; calls done(ud) once every held item is settled and every handle closed.
- * Safe before start (done at once) and twice (the second call does nothing). */
+ * With storage it does not wait for the queue to drain: requests in flight are let finish
+ * (one attempt each), the rest stays on disk for the next start. Safe before start (done at
+ * once) and twice (the second call does nothing). */
 void hs_sender_shutdown(struct hs_sender *s, void (*done)(void *ud), void *ud);
 /* Frees the sender, releasing what it still holds. Only before start or after done. */
 void hs_sender_free(struct hs_sender *s);

@@ -1,6 +1,7 @@
-/* otlp.c: the `otlp` / `otlphttp` exporter: batches POSTed as OTLP/HTTP (protobuf or JSON, gzip)
- * to a backend such as Tempo, through a bounded in-memory queue, a fixed number of concurrent
- * requests and retries with backoff per wire.md §2 (otelcol's otlphttp exporter and helper). */
+/* otlp.c: the `otlp` / `otlphttp` exporter: batches sent as OTLP/HTTP (protobuf or JSON, gzip)
+ * or OTLP/gRPC (h2c, gzip) to a backend such as Tempo, through a bounded queue, a fixed number
+ * of concurrent requests and retries with backoff per wire.md §2, §3 (otelcol's otlp and
+ * otlphttp exporters and their helper). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/config.h"
+#include "core/config_internal.h" /* hs_cfg_url_problem: endpoint is a URL or host:port */
+#include "core/grpc.h"
 #include "core/http_client.h"
 #include "core/log.h"
 #include "core/sender.h"
@@ -23,7 +26,13 @@
  * level 6 gives 4.97x at 1.48. 5% fewer bytes is not worth half of our CPU budget (design §11). */
 #define GZIP_LEVEL 1
 
+struct otlp_tls_config {
+    bool insecure;
+};
+
 struct otlp_config {
+    char *protocol;
+    struct otlp_tls_config tls;
     char *endpoint;
     char *traces_endpoint;
     struct hs_strmap headers;
@@ -36,10 +45,29 @@ struct otlp_config {
 
 static const char *const compression_choices[] = {"gzip", "none", NULL};
 static const char *const encoding_choices[] = {"proto", "json", NULL};
+static const char *const protocol_choices[] = {"http/protobuf", "grpc", NULL};
+
+#define GRPC_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+/* the largest ExportTraceServiceResponse we read (wire.md §3: 4 MiB response limit) */
+#define GRPC_MAX_RESPONSE (4u << 20)
+
+/* Only what h2c needs today; certificates come with TLS (README). */
+static const struct hs_config_field tls_fields[] = {
+    {"insecure", HS_CFG_BOOL, offsetof(struct otlp_tls_config, insecure), "false",
+     .doc = "plaintext (for grpc: h2c with prior knowledge); required with protocol grpc "
+            "until TLS is supported"},
+    {0},
+};
 
 static const struct hs_config_field otlp_fields[] = {
-    {"endpoint", HS_CFG_URL, offsetof(struct otlp_config, endpoint), NULL,
-     .doc = "base URL of the backend, e.g. http://tempo:4318; /v1/traces is appended"},
+    {"protocol", HS_CFG_ENUM, offsetof(struct otlp_config, protocol), "http/protobuf",
+     .choices = protocol_choices,
+     .doc = "http/protobuf: OTLP/HTTP (see encoding); grpc: OTLP/gRPC over HTTP/2"},
+    {"tls", HS_CFG_SECTION, offsetof(struct otlp_config, tls), NULL, .sub = tls_fields,
+     .doc = "transport security; only insecure: true (plaintext) for now"},
+    {"endpoint", HS_CFG_STRING, offsetof(struct otlp_config, endpoint), NULL,
+     .doc = "http/protobuf: base URL of the backend, e.g. http://tempo:4318 (/v1/traces is "
+            "appended); grpc: host:port or http://host:port, e.g. tempo:4317"},
     {"traces_endpoint", HS_CFG_URL, offsetof(struct otlp_config, traces_endpoint), NULL,
      .doc = "full URL for traces, used as is (overrides endpoint)"},
     {"headers", HS_CFG_STRMAP, offsetof(struct otlp_config, headers), NULL,
@@ -51,7 +79,8 @@ static const struct hs_config_field otlp_fields[] = {
     {"timeout", HS_CFG_DURATION, offsetof(struct otlp_config, timeout_ms), "30s", .min = 1,
      .max = 3600000, .doc = "time limit of one request, connecting included"},
     {"sending_queue", HS_CFG_SECTION, offsetof(struct otlp_config, queue), NULL,
-     .sub = hs_sender_queue_fields, .doc = "the in-memory queue in front of the backend"},
+     .sub = hs_sender_queue_fields,
+     .doc = "the queue in front of the backend: in memory, or on disk with storage"},
     {"retry_on_failure", HS_CFG_SECTION, offsetof(struct otlp_config, retry), NULL,
      .sub = hs_sender_retry_fields,
      .doc = "exponential backoff with jitter, honouring Retry-After"},
@@ -64,7 +93,8 @@ struct otlp_exp {
     char *url;
     char **headers;
     size_t header_count;
-    bool gzip, json;
+    bool gzip, json, grpc;
+    char errtext[600]; /* a gRPC failure's text, for the sender's log line (one at a time) */
     struct hs_sender *sender;
     bool closing;
     hs_done_cb done;
@@ -72,6 +102,21 @@ struct otlp_exp {
 };
 
 /* ---- create ----------------------------------------------------------------------------- */
+
+/* gRPC: http://host:port/<service>/<method>, from host:port or http://host:port[/]. */
+static char *grpc_url(const char *endpoint)
+{
+    const char *hp = endpoint;
+    if (strncasecmp(hp, "http://", 7) == 0)
+        hp += 7;
+    size_t n = strlen(hp);
+    while (n > 0 && hp[n - 1] == '/')
+        n--;
+    struct hs_buf b = {0};
+    if (hs_buf_printf(&b, "http://%.*s" GRPC_PATH, (int)n, hp) != 0)
+        return NULL;
+    return (char *)b.data;
+}
 
 static char *traces_url(const struct otlp_config *conf)
 {
@@ -94,9 +139,32 @@ static void add_header(struct otlp_exp *e, const char *name, const char *value)
     e->headers[e->header_count++] = (char *)b.data;
 }
 
+/* gRPC request headers (PROTOCOL-HTTP2.md); configured headers travel as metadata, which curl
+ * lower-cases on HTTP/2 as gRPC wants. */
+static void build_grpc_headers(struct otlp_exp *e)
+{
+    const struct hs_strmap *h = &e->conf.headers;
+    char timeout[24];
+    hs_grpc_timeout_format(e->conf.timeout_ms, timeout, sizeof(timeout));
+    e->headers = hs_xcalloc(6 + h->count, sizeof(*e->headers));
+    add_header(e, "Content-Type", "application/grpc");
+    add_header(e, "TE", "trailers");
+    if (e->gzip)
+        add_header(e, "grpc-encoding", "gzip");
+    add_header(e, "grpc-accept-encoding", HS_GRPC_ACCEPT_ENCODING);
+    add_header(e, "grpc-timeout", timeout);
+    add_header(e, "User-Agent", "hotspan/" HS_VERSION " grpc-c/hotspan");
+    for (size_t i = 0; i < h->count; i++)
+        add_header(e, h->keys[i], h->values[i]);
+}
+
 static void build_headers(struct otlp_exp *e)
 {
     const struct hs_strmap *h = &e->conf.headers;
+    if (e->grpc) {
+        build_grpc_headers(e);
+        return;
+    }
     e->headers = hs_xcalloc(3 + h->count, sizeof(*e->headers));
     add_header(e, "Content-Type", e->json ? "application/json" : "application/x-protobuf");
     if (e->gzip)
@@ -131,6 +199,13 @@ static int otlp_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
     size_t len = t->len;
     struct hs_buf json = {0};
     int rc = 0;
+    if (e->grpc) { /* the batch is the message: framed, gzipped per message when asked */
+        if ((rc = hs_grpc_frame(&req->body_buf, p, len, e->gzip)) != 0)
+            goto out;
+        req->body = req->body_buf.data;
+        req->body_len = req->body_buf.len;
+        goto out;
+    }
     if (e->json) {
         if ((rc = hs_otlp_wire_to_json(p, len, &json)) != 0)
             goto out;
@@ -161,7 +236,8 @@ static void otlp_release(void *ud, void *item)
     hs_traces_unref(item);
 }
 
-/* The response to a 2xx: partial_success.rejected_spans, from protobuf or JSON. */
+/* The response to a 2xx: partial_success.rejected_spans, from protobuf, a gRPC message or
+ * JSON. */
 static int64_t partial_rejected(const struct hs_http_result *res, char *msg, size_t msglen)
 {
     int64_t rejected = 0;
@@ -169,17 +245,33 @@ static int64_t partial_rejected(const struct hs_http_result *res, char *msg, siz
     msg[0] = '\0';
     if (res->body_len == 0)
         return 0;
-    if (strncasecmp(ct, "application/x-protobuf", 22) == 0 ||
+    const uint8_t *body = res->body;
+    size_t len = res->body_len;
+    struct hs_buf inflated = {0};
+    bool grpc = strncasecmp(ct, "application/grpc", 16) == 0;
+    if (grpc) {
+        /* a compressed flag can only mean gzip: it is all we offer in grpc-accept-encoding */
+        static const struct hs_str gz = HS_STR("gzip");
+        char err[200];
+        if (hs_grpc_unframe(res->body, res->body_len, &gz, GRPC_MAX_RESPONSE, &inflated, &body,
+                            &len, err, sizeof(err)) != HS_GRPC_OK) {
+            hs_buf_free(&inflated);
+            snprintf(msg, msglen, "unreadable response message: %s", err);
+            return 0;
+        }
+    }
+    if (grpc || strncasecmp(ct, "application/x-protobuf", 22) == 0 ||
         strncasecmp(ct, "application/protobuf", 20) == 0) {
         Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *r =
             opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-                NULL, res->body_len, res->body);
+                NULL, len, body);
         if (r && r->partial_success) {
             rejected = r->partial_success->rejected_spans;
             snprintf(msg, msglen, "%s", r->partial_success->error_message);
         }
         if (r)
             protobuf_c_message_free_unpacked(&r->base, NULL);
+        hs_buf_free(&inflated);
     } else if (strncasecmp(ct, "application/json", 16) == 0) {
         json_t *root = json_loadb((const char *)res->body, res->body_len, 0, NULL);
         json_t *ps = json_object_get(root, "partialSuccess");
@@ -211,6 +303,70 @@ static uint32_t otlp_on_success(void *ud, void *item, const struct hs_sender_req
     return bad;
 }
 
+/* gRPC answers 200 and says how it went in grpc-status (wire.md §3): OK is sent; the retry
+ * table decides the rest, RESOURCE_EXHAUSTED only with RetryInfo, whose delay is waited. */
+static int otlp_grpc_classify(void *ud, const struct hs_sender_request *req,
+                              struct hs_http_result *res)
+{
+    struct otlp_exp *e = ud;
+    if (res->status == 0)
+        return HS_SENDER_RETRY; /* no answer: a transport error, RST_STREAM or GOAWAY */
+    int code = res->grpc_status;
+    if (code < 0) /* no grpc-status: a proxy's or a non-gRPC server's answer */
+        code = res->status == 200 ? HS_GRPC_UNKNOWN : hs_grpc_code_from_http(res->status);
+    if (code == HS_GRPC_OK)
+        return HS_SENDER_SENT;
+    uint64_t delay = 0;
+    bool retry_info = res->grpc_details &&
+                      hs_grpc_details_retry_delay(res->grpc_details, strlen(res->grpc_details),
+                                                  &delay);
+    if (retry_info)
+        res->retry_after_ms = HS_MAX(res->retry_after_ms, delay);
+    char text[400] = "";
+    if (res->grpc_message)
+        hs_grpc_percent_decode(res->grpc_message, strlen(res->grpc_message), text, sizeof(text));
+    snprintf(e->errtext, sizeof(e->errtext), "gRPC %s (%d)%s%s", hs_grpc_code_name(code), code,
+             text[0] ? ": " : "", text);
+    res->error = e->errtext;
+    return hs_grpc_retryable(code, retry_info) ? HS_SENDER_RETRY : HS_SENDER_PERMANENT;
+}
+
+/* endpoint: a URL for http/protobuf; host:port or http://host:port for grpc. */
+static int check_endpoint(struct otlp_exp *e, const struct hs_config_node *cfg, const char *path,
+                          struct hs_error *err)
+{
+    const struct hs_config_node *n = hs_config_get(cfg, "endpoint");
+    const char *ep = e->conf.endpoint;
+    if (!ep)
+        return 0;
+    if (!e->grpc) {
+        const char *why = hs_cfg_url_problem(ep);
+        if (why) {
+            hs_config_errorf(err, n ? n : cfg, path, "endpoint: \"%s\": %s", ep, why);
+            return HS_EINVAL;
+        }
+        return 0;
+    }
+    if (strncasecmp(ep, "https://", 8) == 0) {
+        hs_config_errorf(err, n ? n : cfg, path,
+                         "endpoint: \"%s\": https (TLS) is not supported for grpc yet; use "
+                         "host:port or http://host:port with tls: {insecure: true}", ep);
+        return HS_EINVAL;
+    }
+    char host[256], tmp[300];
+    uint16_t port;
+    snprintf(tmp, sizeof(tmp), "%s", strncasecmp(ep, "http://", 7) == 0 ? ep + 7 : ep);
+    size_t tl = strlen(tmp);
+    while (tl && tmp[tl - 1] == '/')
+        tmp[--tl] = '\0';
+    if (hs_parse_endpoint(tmp, host, sizeof(host), &port) != 0 || !host[0] || !port) {
+        hs_config_errorf(err, n ? n : cfg, path,
+                         "endpoint: \"%s\": for grpc, host:port or http://host:port", ep);
+        return HS_EINVAL;
+    }
+    return 0;
+}
+
 static int exp_create(const struct hs_config_node *cfg, const char *path, struct hs_component **out,
                       struct hs_error *err)
 {
@@ -223,13 +379,31 @@ static int exp_create(const struct hs_config_node *cfg, const char *path, struct
         hs_config_errorf(err, cfg, path, "one of endpoint or traces_endpoint is required");
         rc = HS_EINVAL;
     }
+    e->grpc = e->conf.protocol && strcmp(e->conf.protocol, "grpc") == 0;
+    if (rc == 0 && check_endpoint(e, cfg, path, err) != 0)
+        rc = HS_EINVAL;
+    if (rc == 0 && e->grpc && !e->conf.tls.insecure) {
+        hs_config_errorf(err, cfg, path,
+                         "protocol grpc needs tls: {insecure: true} (h2c, plaintext HTTP/2): TLS "
+                         "is not supported for grpc yet");
+        rc = HS_EINVAL;
+    }
+    if (rc == 0 && e->grpc && e->conf.traces_endpoint) {
+        hs_config_errorf(err, cfg, path, "traces_endpoint is for http/protobuf; with protocol "
+                                         "grpc set endpoint (host:port)");
+        rc = HS_EINVAL;
+    }
+    if (rc == 0 && e->grpc && strcmp(e->conf.encoding, "json") == 0) {
+        hs_config_errorf(err, cfg, path, "encoding json is for http/protobuf; gRPC is protobuf");
+        rc = HS_EINVAL;
+    }
     if (rc != 0)
         goto fail;
-    e->url = traces_url(&e->conf);
+    e->url = e->grpc ? grpc_url(e->conf.endpoint) : traces_url(&e->conf);
     if (!e->url)
         goto fail;
     e->gzip = strcmp(e->conf.compression, "gzip") == 0;
-    e->json = strcmp(e->conf.encoding, "json") == 0;
+    e->json = !e->grpc && strcmp(e->conf.encoding, "json") == 0;
     e->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     build_headers(e);
     *out = &e->base;
@@ -252,9 +426,15 @@ static struct hs_sender *exp_sender(struct otlp_exp *e)
             .queue = &e->conf.queue,
             .retry = &e->conf.retry,
             .timeout_ms = e->conf.timeout_ms,
+            /* with sending_queue.storage: replayed records take these from the config */
+            .url = e->url,
+            .headers = (const char *const *)e->headers,
+            .header_count = e->header_count,
+            .client_flags = e->grpc ? HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE : 0,
             .hooks = {.encode = otlp_encode,
                       .release = otlp_release,
-                      .on_success = otlp_on_success},
+                      .on_success = otlp_on_success,
+                      .classify = e->grpc ? otlp_grpc_classify : NULL},
             .ud = e,
         });
     return e->sender;
@@ -283,7 +463,7 @@ static int exp_start(struct hs_component *c, const struct hs_host *host)
     int rc = hs_sender_start(exp_sender(e), host->loop, host->metrics);
     if (rc != 0)
         return rc;
-    hs_log_info(c->id, "exporting to %s", e->url);
+    hs_log_info(c->id, "exporting to %s%s", e->url, e->grpc ? " (OTLP/gRPC, h2c)" : "");
     return 0;
 }
 
@@ -312,7 +492,8 @@ const struct hs_component_type hs_exporter_otlp = {
     .name = "otlp",
     .kind = HS_KIND_EXPORTER,
     .signals = HS_SIGNAL_TRACES,
-    .doc = "Sends spans to an OTLP/HTTP backend (Tempo, a Collector), queued and retried.",
+    .doc = "Sends spans to an OTLP/HTTP or OTLP/gRPC backend (Tempo, a Collector), queued and "
+           "retried.",
     .fields = otlp_fields,
     .create = exp_create,
     .start = exp_start,

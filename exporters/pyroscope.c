@@ -75,7 +75,8 @@ static const struct hs_config_field pyro_fields[] = {
      .max = 3600000, .doc = "time limit of one request, connecting included"},
     {"sending_queue", HS_CFG_SECTION, offsetof(struct pyro_config, queue), NULL,
      .sub = hs_sender_queue_fields,
-     .doc = "the in-memory queue in front of the backend (a batch is one entry)"},
+     .doc = "the queue in front of the backend (a batch is one entry): in memory, or on disk "
+            "with storage"},
     {"retry_on_failure", HS_CFG_SECTION, offsetof(struct pyro_config, retry), NULL,
      .sub = hs_sender_retry_fields,
      .doc = "exponential backoff with jitter, honouring Retry-After"},
@@ -405,6 +406,10 @@ static struct hs_sender *pyro_sender(struct pyro_exp *e)
             .queue = &e->conf.queue,
             .retry = &e->conf.retry,
             .timeout_ms = e->conf.timeout_ms,
+            /* with sending_queue.storage: replayed records take these from the config */
+            .url = e->url,
+            .headers = (const char *const *)e->headers,
+            .header_count = e->header_count,
             .hooks = {.encode = pyro_encode, .release = pyro_release},
             .ud = e,
         });

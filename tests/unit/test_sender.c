@@ -1,7 +1,10 @@
 /* test_sender.c: the sending queue shared by network exporters, against a loopback sink: the
  * queue bound refuses with HS_EAGAIN, a 503's Retry-After is honoured, permanent errors are
  * dropped and counted, items of several requests, partial rejects, encode failures, per-request
- * headers, and shutdown draining what is held. */
+ * headers, and shutdown draining what is held. With storage: items survive a shutdown and a
+ * new sender (a restart) and are sent then, resuming after settled parts; shutdown waits for
+ * the attempt out and no more; the bound counts what is on disk; a failing disk refuses and
+ * recovers; a damaged record is dropped and counted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,11 +13,14 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <unistd.h>
 
 #include "core/component.h"
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/metrics.h"
+#include "core/queue_store.h"
 #include "core/sender.h"
 #include "http_sink.c"
 
@@ -48,7 +54,10 @@ struct fixture {
     int done;
     bool shut;
     char url[128];
-    const char *fixed[1];
+    const char *fixed[2];
+    const char *const *opt_headers; /* hs_sender_options.headers: the "config" at send time */
+    size_t opt_header_count;
+    char dir[64]; /* for storage */
     int released;
     struct item items[MAX_ITEMS];
     int nitems;
@@ -75,6 +84,11 @@ static int setup(void **state)
     uv_unref((uv_handle_t *)&fx->dog);
     fx->m = hs_metrics_new();
     fx->fixed[0] = "X-Fixed: yes";
+    fx->fixed[1] = "Content-Type: text/x-item";
+    fx->opt_headers = fx->fixed;
+    fx->opt_header_count = 2;
+    snprintf(fx->dir, sizeof(fx->dir), "/tmp/hs-sender-XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
     *state = fx;
     return 0;
 }
@@ -96,14 +110,51 @@ static bool is_done(struct fixture *fx)
     return fx->done > 0;
 }
 
-static int teardown(void **state)
+static const struct hs_config_field sender_fields[] = {
+    {"sending_queue", HS_CFG_SECTION, 0, NULL, .sub = hs_sender_queue_fields},
+    {"retry_on_failure", HS_CFG_SECTION,
+     offsetof(struct fixture, retry) - offsetof(struct fixture, queue), NULL,
+     .sub = hs_sender_retry_fields},
+    {0},
+};
+
+static void rm_dir(const char *dir)
 {
-    struct fixture *fx = *state;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+        if (de->d_name[0] != '.')
+            unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Shuts the sender down (if not yet) and frees it, as a stopping process does. */
+static void sender_stop(struct fixture *fx)
+{
     if (fx->s && !fx->shut) {
         hs_sender_shutdown(fx->s, on_done, fx);
         run_until(fx, is_done);
     }
     hs_sender_free(fx->s);
+    fx->s = NULL;
+    hs_config_free_fields(sender_fields, &fx->queue);
+    memset(&fx->queue, 0, sizeof(fx->queue));
+    hs_config_doc_free(&fx->doc);
+    fx->done = 0;
+    fx->shut = false;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    sender_stop(fx);
+    rm_dir(fx->dir);
+    unsetenv(HS_QUEUE_STORE_FAIL_ENV);
     assert_int_equal(fx->released, fx->nitems); /* every item given back exactly once */
     if (fx->sink_up)
         sink_stop(&fx->sink);
@@ -112,7 +163,6 @@ static int teardown(void **state)
     uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&fx->loop), 0); /* every handle of the sender is closed */
     hs_metrics_free(fx->m);
-    hs_config_doc_free(&fx->doc);
     free(fx);
     return 0;
 }
@@ -128,7 +178,7 @@ static int t_encode(void *ud, void *item, uint32_t part, struct hs_sender_reques
         return HS_EINVAL;
     req->url = fx->url;
     req->headers = fx->fixed;
-    req->header_count = 1;
+    req->header_count = 2;
     char v[32];
     snprintf(v, sizeof(v), "%d", it->tag);
     int rc = hs_sender_request_header(req, "X-Item", v);
@@ -149,22 +199,15 @@ static void t_release(void *ud, void *item)
 static uint32_t t_success(void *ud, void *item, const struct hs_sender_request *req,
                           const struct hs_http_result *res)
 {
-    return ((struct item *)item)->reject;
+    return item ? ((struct item *)item)->reject : 0; /* NULL with storage */
 }
 
 /* Decodes the sender's config sections from YAML, as an exporter does, and makes the sender. */
 static void make_sender(struct fixture *fx, const char *yaml)
 {
-    static const struct hs_config_field fields[] = {
-        {"sending_queue", HS_CFG_SECTION, 0, NULL, .sub = hs_sender_queue_fields},
-        {"retry_on_failure", HS_CFG_SECTION,
-         offsetof(struct fixture, retry) - offsetof(struct fixture, queue), NULL,
-         .sub = hs_sender_retry_fields},
-        {0},
-    };
     struct hs_error err = {0};
     assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &fx->doc, &err), 0);
-    int rc = hs_config_decode(fields, fx->doc.root, &fx->queue, "exporters.test", &err);
+    int rc = hs_config_decode(sender_fields, fx->doc.root, &fx->queue, "exporters.test", &err);
     for (size_t i = 0; i < err.count; i++)
         print_error("%s\n", err.lines[i]);
     assert_int_equal(rc, 0);
@@ -176,6 +219,9 @@ static void make_sender(struct fixture *fx, const char *yaml)
         .queue = &fx->queue,
         .retry = &fx->retry,
         .timeout_ms = 5000,
+        .url = fx->url,
+        .headers = fx->opt_headers,
+        .header_count = fx->opt_header_count,
         .hooks = {.encode = t_encode, .release = t_release, .on_success = t_success},
         .ud = fx,
     });
@@ -183,7 +229,8 @@ static void make_sender(struct fixture *fx, const char *yaml)
 
 static void start(struct fixture *fx, bool with_sink)
 {
-    if (with_sink) {
+    if (fx->sink_up) { /* a restarted sender: the same backend */
+    } else if (with_sink) {
         assert_int_equal(sink_start(&fx->sink, 0, &fx->wake), 0);
         fx->sink_up = true;
         fx->port = fx->sink.port;
@@ -396,6 +443,202 @@ static void test_shutdown_before_start(void **state)
     assert_int_equal(fx->released, 0); /* freed by hs_sender_free in teardown */
 }
 
+/* ---- with storage ----------------------------------------------------------------------- */
+
+static void make_stored(struct fixture *fx, const char *queue_extra, const char *retry)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof(yaml), "sending_queue: {storage: %s%s}\nretry_on_failure: {%s}\n",
+             fx->dir, queue_extra, retry);
+    make_sender(fx, yaml);
+}
+
+static uint64_t storage_errors(struct fixture *fx, const char *op)
+{
+    char labels[128];
+    snprintf(labels, sizeof(labels), "exporter=\"%s\",op=\"%s\"", ID, op);
+    return hs_metrics_counter(fx->m, "exporter_storage_errors_total", NULL, labels)->value;
+}
+
+static bool sink_has_4(struct fixture *fx)
+{
+    return sink_count(&fx->sink) >= 4 && sent(fx) >= 6;
+}
+
+static void no_record(void *ud, const struct hs_queue_store_meta *m)
+{
+    fail_msg("record %lld left on disk", (long long)m->id);
+}
+
+/* Accepted while the backend is down, kept through a shutdown, sent by the next sender (a
+ * restart) against the backend now up, in order, with the headers the rule says. */
+static void test_storage_survives_restart(void **state)
+{
+    struct fixture *fx = *state;
+    make_stored(fx, ", num_consumers: 1", "initial_interval: 10s");
+    start(fx, false); /* nothing listens: the first attempt fails and waits 10s */
+    assert_int_equal(submit(fx, item(fx, 1, 1)), 0);
+    assert_int_equal(submit(fx, item(fx, 2, 2)), 0);
+    assert_int_equal(submit(fx, item(fx, 1, 1)), 0);
+    assert_int_equal(fx->released, 3); /* the records on disk are the items now */
+    sender_stop(fx);                   /* returns without waiting the 10s: the rest stays on disk */
+    assert_int_equal(sent(fx) + failed(fx), 0);
+
+    static const char *const rotated[] = {"X-Fixed: rotated", "Content-Type: changed"};
+    fx->opt_headers = rotated;
+    make_stored(fx, ", num_consumers: 1", "initial_interval: 10ms");
+    start(fx, true); /* the backend is up now, on another port: the URL follows the config */
+    assert_int_equal(counter(fx, "exporter_replayed_spans_total"), 6);
+    run_until(fx, sink_has_4);
+    assert_int_equal(sink_count(&fx->sink), 4);
+    static const char *const want[] = {"0/0", "1/0", "1/1", "2/0"};
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(body_of(fx, i), want[i]);
+    const struct sink_req *r = sink_req(&fx->sink, 1);
+    assert_string_equal(r->path, "/x");
+    assert_string_equal(sink_header(r, "X-Item"), "1");                 /* per request */
+    assert_string_equal(sink_header(r, "X-Fixed"), "rotated");          /* config's, now */
+    assert_string_equal(sink_header(r, "Content-Type"), "text/x-item"); /* the body's */
+    assert_int_equal(sent(fx), 6);
+    assert_int_equal(failed(fx), 0);
+    sender_stop(fx);
+
+    struct hs_queue_store *st = NULL; /* nothing is left behind */
+    struct hs_queue_store_open_info info;
+    assert_int_equal(hs_queue_store_open(fx->dir, ID, &st, &info), 0);
+    assert_int_equal(hs_queue_store_scan(st, no_record, NULL), 0);
+    hs_queue_store_close(st);
+}
+
+static bool retried_once(struct fixture *fx)
+{
+    return counter(fx, "exporter_retries_total") >= 1;
+}
+
+static bool sink_has_4_requests(struct fixture *fx)
+{
+    return sink_count(&fx->sink) >= 4 && all_released(fx) && sent(fx) >= 3;
+}
+
+/* Part 0 is sent, part 1 waits on a long Retry-After at shutdown: the restart sends parts 1
+ * and 2 only. */
+static void test_storage_resumes_after_settled_parts(void **state)
+{
+    struct fixture *fx = *state;
+    make_stored(fx, ", num_consumers: 1", "initial_interval: 10ms, max_elapsed_time: 0");
+    start(fx, true);
+    sink_push(&fx->sink, 200, NULL, NULL, 0);
+    sink_push(&fx->sink, 503, "Retry-After: 3600\r\n", NULL, 0);
+    assert_int_equal(submit(fx, item(fx, 3, 1)), 0);
+    run_until(fx, retried_once);
+    sender_stop(fx);
+    assert_int_equal(sent(fx), 1);
+    make_stored(fx, ", num_consumers: 1", "initial_interval: 10ms");
+    start(fx, true);
+    assert_int_equal(counter(fx, "exporter_replayed_spans_total"), 2); /* parts 1 and 2 */
+    run_until(fx, sink_has_4_requests);
+    assert_int_equal(sink_count(&fx->sink), 4);
+    assert_string_equal(body_of(fx, 0), "0/0");
+    assert_string_equal(body_of(fx, 1), "0/1");
+    assert_string_equal(body_of(fx, 2), "0/1");
+    assert_string_equal(body_of(fx, 3), "0/2");
+    assert_int_equal(sent(fx), 3);
+}
+
+static bool one_request(struct fixture *fx)
+{
+    return sink_count(&fx->sink) >= 1;
+}
+
+static bool sink_has_2(struct fixture *fx)
+{
+    return sink_count(&fx->sink) >= 2 && sent(fx) >= 2;
+}
+
+/* Shutdown with storage lets the request out finish its attempt (here: the backend drops the
+ * connection), starts nothing new, and leaves both items on disk for the next start. */
+static void test_storage_shutdown_waits_for_flight(void **state)
+{
+    struct fixture *fx = *state;
+    make_stored(fx, ", num_consumers: 1", "initial_interval: 10ms, max_elapsed_time: 0");
+    start(fx, true);
+    sink_push(&fx->sink, 0, NULL, NULL, 0); /* never answers */
+    assert_int_equal(submit(fx, item(fx, 1, 1)), 0);
+    assert_int_equal(submit(fx, item(fx, 1, 1)), 0);
+    run_until(fx, one_request);
+    hs_sender_shutdown(fx->s, on_done, fx);
+    fx->shut = true;
+    assert_int_equal(fx->done, 0); /* the attempt out is waited for */
+    /* the backend goes away mid-request */
+    sink_stop(&fx->sink);
+    fx->sink_up = false;
+    run_until(fx, is_done);
+    assert_int_equal(sent(fx) + failed(fx), 0);
+    sender_stop(fx);
+
+    make_stored(fx, ", num_consumers: 1", "initial_interval: 10ms");
+    start(fx, true);
+    assert_int_equal(counter(fx, "exporter_replayed_spans_total"), 2);
+    run_until(fx, sink_has_2);
+    assert_string_equal(body_of(fx, 0), "0/0"); /* the one in flight, sent again */
+    assert_string_equal(body_of(fx, 1), "1/0");
+    assert_int_equal(sent(fx), 2);
+}
+
+/* queue_size counts what a restart finds on disk; a failing disk refuses, then recovers. */
+static void test_storage_bound_and_write_failure(void **state)
+{
+    struct fixture *fx = *state;
+    char flag[128];
+    snprintf(flag, sizeof(flag), "%s/full", fx->dir);
+    setenv(HS_QUEUE_STORE_FAIL_ENV, flag, 1);
+    make_stored(fx, ", num_consumers: 1, queue_size: 2", "initial_interval: 10s");
+    assert_false(hs_sender_ready(fx->s)); /* no store before start: nothing is accepted */
+    start(fx, false);
+    assert_int_equal(submit(fx, item(fx, 1, 1)), 0);
+    FILE *f = fopen(flag, "w"); /* the disk fills up */
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(submit(fx, item(fx, 1, 4)), HS_EAGAIN);
+    assert_int_equal(counter(fx, "exporter_enqueue_failed_spans_total"), 4);
+    assert_int_equal(storage_errors(fx, "write"), 1);
+    assert_true(hs_sender_ready(fx->s)); /* the queue is not full: the next batch may fit */
+    unlink(flag);                        /* space is back */
+    assert_int_equal(submit(fx, item(fx, 1, 1)), 0);
+    assert_false(hs_sender_ready(fx->s));
+    assert_int_equal(submit(fx, item(fx, 1, 1)), HS_EAGAIN); /* the bound */
+    sender_stop(fx);
+
+    make_stored(fx, ", num_consumers: 1, queue_size: 2", "initial_interval: 10s");
+    start(fx, false);
+    assert_int_equal(counter(fx, "exporter_replayed_spans_total"), 2);
+    assert_false(hs_sender_ready(fx->s)); /* two batches on disk fill a queue of two */
+    assert_int_equal(submit(fx, item(fx, 1, 1)), HS_EAGAIN);
+    assert_int_equal(sent(fx) + failed(fx), 0);
+}
+
+/* A record whose bytes were damaged on disk is dropped and counted, not sent, not fatal. */
+static void test_storage_damaged_record(void **state)
+{
+    struct fixture *fx = *state;
+    struct hs_queue_store *st = NULL;
+    struct hs_queue_store_open_info info;
+    assert_int_equal(hs_queue_store_open(fx->dir, ID, &st, &info), 0);
+    struct hs_queue_store_meta m = {.count = 9, .parts = 1};
+    assert_int_equal(hs_queue_store_put(st, "HSQ1 not a record at all", 24, &m), 0);
+    hs_queue_store_close(st);
+    make_stored(fx, "", "initial_interval: 10ms");
+    start(fx, true);
+    assert_int_equal(submit(fx, item(fx, 1, 1)), 0);
+    run_until(fx, all_released);
+    while (sent(fx) < 1 && !fx->timed_out)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    assert_int_equal(dropped(fx, "store_unreadable"), 9);
+    assert_int_equal(storage_errors(fx, "read"), 1);
+    assert_int_equal(sink_count(&fx->sink), 1);
+    assert_string_equal(body_of(fx, 0), "0/0");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -407,6 +650,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_headers_and_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_drains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storage_survives_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storage_resumes_after_settled_parts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storage_shutdown_waits_for_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storage_bound_and_write_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storage_damaged_record, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
