@@ -7,6 +7,7 @@ extern const struct hs_component_type hs_receiver_otlp;
 extern const struct hs_component_type hs_receiver_pyroscope;
 extern const struct hs_component_type hs_processor_batch;
 extern const struct hs_component_type hs_processor_correlator;
+extern const struct hs_component_type hs_processor_memory_limiter;
 extern const struct hs_component_type hs_exporter_otlp;
 extern const struct hs_component_type hs_exporter_otlphttp;
 extern const struct hs_component_type hs_exporter_file;
@@ -14,7 +15,7 @@ extern const struct hs_component_type hs_exporter_debug;
 extern const struct hs_component_type hs_exporter_pyroscope;
 
 static const struct hs_component_type *const component_types[] = {
-    &hs_receiver_otlp, &hs_receiver_pyroscope, &hs_processor_correlator, &hs_processor_batch,
+    &hs_receiver_otlp, &hs_receiver_pyroscope, &hs_processor_memory_limiter, &hs_processor_correlator, &hs_processor_batch,
     &hs_exporter_otlp,
     &hs_exporter_otlphttp, &hs_exporter_file, &hs_exporter_debug,
     &hs_exporter_pyroscope,

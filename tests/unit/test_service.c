@@ -117,6 +117,7 @@ static const struct {
     {HS_KIND_RECEIVER, "otlp", "protocols: {http: {endpoint: '127.0.0.1:0'}}"},
     {HS_KIND_RECEIVER, "pyroscope", "{endpoint: '127.0.0.1:0'}"},
     {HS_KIND_PROCESSOR, "batch", "{}"},
+    {HS_KIND_PROCESSOR, "memory_limiter", "{limit_mib: 4096}"},
     {HS_KIND_PROCESSOR, "correlator", "{}"},
     {HS_KIND_EXPORTER, "otlp", "{endpoint: 'http://127.0.0.1:9'}"},
     {HS_KIND_EXPORTER, "otlphttp", "{endpoint: 'http://127.0.0.1:9'}"},

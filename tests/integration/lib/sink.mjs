@@ -2,7 +2,8 @@
 // headers, body after gunzip), decodes OTLP protobuf and JSON bodies with the official protos,
 // and answers 200 with an empty ExportTraceServiceResponse unless told otherwise: scripted
 // answers for the next N requests (e.g. 503 + Retry-After), or "down" (listener closed and
-// connections dropped; `up()` reopens it on the same port).
+// connections dropped; `up()` reopens it on the same port), or slow (`setDelay(ms)`: every
+// answer waits that long, as an overloaded backend does).
 import http from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { EventEmitter, once } from 'node:events';
@@ -17,6 +18,7 @@ export class Sink extends EventEmitter {
     this.isUp = false;
     this.sockets = new Set();
     this.server = null;
+    this.delayMs = 0;
   }
 
   /** Opens the listener (on `port`, or a free one the first time). */
@@ -66,6 +68,10 @@ export class Sink extends EventEmitter {
 
   clearResponses() { this.scripted = []; }
 
+  /** Every answer from now on waits `ms` (0: answer at once). The request is recorded when its
+   * answer is sent, with `time` still the moment it arrived. */
+  setDelay(ms) { this.delayMs = ms; }
+
   #nextAnswer() {
     while (this.scripted.length && this.scripted[0].remaining <= 0) this.scripted.shift();
     const s = this.scripted[0];
@@ -103,24 +109,29 @@ export class Sink extends EventEmitter {
       } catch (e) {
         rec.decodeError = e;
       }
-      const answer = req.method === 'POST' ? this.#nextAnswer() : null;
-      if (rec.decodeError && !answer) {
-        rec.status = 400;
-        res.writeHead(400, { 'content-type': 'text/plain' });
-        res.end(String(rec.decodeError.message));
-      } else if (answer) {
-        rec.status = answer.status;
-        res.writeHead(answer.status, answer.headers);
-        res.end(answer.body);
-      } else {
-        const ct = (req.headers['content-type'] || '').startsWith('application/json')
-          ? 'application/json' : 'application/x-protobuf';
-        res.writeHead(200, { 'content-type': ct });
-        res.end(ct === 'application/json' ? '{}' : Buffer.alloc(0));
-      }
-      this.requests.push(rec);
-      this.emit('request', rec);
+      if (this.delayMs > 0) setTimeout(() => this.#answer(req, res, rec), this.delayMs);
+      else this.#answer(req, res, rec);
     });
+  }
+
+  #answer(req, res, rec) {
+    const answer = req.method === 'POST' ? this.#nextAnswer() : null;
+    if (rec.decodeError && !answer) {
+      rec.status = 400;
+      res.writeHead(400, { 'content-type': 'text/plain' });
+      res.end(String(rec.decodeError.message));
+    } else if (answer) {
+      rec.status = answer.status;
+      res.writeHead(answer.status, answer.headers);
+      res.end(answer.body);
+    } else {
+      const ct = (req.headers['content-type'] || '').startsWith('application/json')
+        ? 'application/json' : 'application/x-protobuf';
+      res.writeHead(200, { 'content-type': ct });
+      res.end(ct === 'application/json' ? '{}' : Buffer.alloc(0));
+    }
+    this.requests.push(rec);
+    this.emit('request', rec);
   }
 
   /** Requests answered 2xx (accepted), optionally only those to `path`. */
