@@ -72,7 +72,8 @@ static void on_deadline(uv_timer_t *t)
 {
     struct run *r = t->data;
     hs_log_error(NULL, "service.shutdown_timeout (%llu ms) passed before the exporters sent "
-                       "everything: exiting; what they still held is lost",
+                       "everything: exiting; what in-memory queues still held is lost (queues "
+                       "with sending_queue.storage keep theirs on disk for the next start)",
                  (unsigned long long)hs_service_shutdown_timeout(r->svc));
     exit(EXIT_RUNTIME);
 }
@@ -90,7 +91,8 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     struct run *r = h->data;
     if (r->stopping) {
-        hs_log_error(NULL, "second %s: exiting now; data still held is lost",
+        hs_log_error(NULL, "second %s: exiting now; data held in memory is lost (stored queues "
+                     "keep theirs)",
                      signum == SIGINT ? "SIGINT" : "SIGTERM");
         exit(EXIT_RUNTIME);
     }
