@@ -103,3 +103,21 @@ int hs_buf_put_varint(struct hs_buf *b, uint64_t v)
     b->data[b->len++] = (uint8_t)v;
     return 0;
 }
+
+int hs_buf_put_base64(struct hs_buf *b, const void *data, size_t n)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const uint8_t *p = data;
+    if (hs_buf_reserve(b, (n + 2) / 3 * 4) != 0)
+        return HS_ENOMEM;
+    for (size_t i = 0; i < n; i += 3) {
+        size_t left = n - i;
+        uint32_t v = (uint32_t)p[i] << 16 | (left > 1 ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (left > 2 ? p[i + 2] : 0);
+        b->data[b->len++] = (uint8_t)digits[v >> 18];
+        b->data[b->len++] = (uint8_t)digits[(v >> 12) & 63];
+        b->data[b->len++] = (uint8_t)(left > 1 ? digits[(v >> 6) & 63] : '=');
+        b->data[b->len++] = (uint8_t)(left > 2 ? digits[v & 63] : '=');
+    }
+    return 0;
+}

@@ -21,6 +21,9 @@ int hs_buf_vprintf(struct hs_buf *b, const char *fmt, va_list ap);
 void hs_buf_reset(struct hs_buf *b); /* len = 0, keeps the memory */
 void hs_buf_free(struct hs_buf *b);  /* back to {0} */
 
+/* Standard base64 (RFC 4648, padded) of n bytes: JSON bytes, Basic auth, gRPC binary headers. */
+int hs_buf_put_base64(struct hs_buf *b, const void *p, size_t n);
+
 /* Protobuf varint and tag writers, used by the wire encoder and tests. */
 int hs_buf_put_varint(struct hs_buf *b, uint64_t v);
 size_t hs_varint_size(uint64_t v);

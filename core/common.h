@@ -28,6 +28,18 @@ static inline bool hs_str_eq(struct hs_str a, const char *lit)
 
 bool hs_str_ieq(struct hs_str a, const char *lit); /* ASCII case-insensitive */
 
+/* The value of a hex digit (either case), or -1. */
+static inline int hs_hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 /* Monotonic milliseconds and wall-clock nanoseconds. */
 uint64_t hs_now_ms(void);
 uint64_t hs_wall_ns(void);

@@ -130,24 +130,13 @@ void hs_grpc_percent_encode(const char *in, char *out, size_t outlen)
         out[o] = '\0';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 void hs_grpc_percent_decode(const char *in, size_t len, char *out, size_t outlen)
 {
     size_t o = 0;
     for (size_t i = 0; i < len && o + 1 < outlen; i++) {
         int hi, lo;
-        if (in[i] == '%' && i + 2 < len && (hi = hexval(in[i + 1])) >= 0 &&
-            (lo = hexval(in[i + 2])) >= 0) {
+        if (in[i] == '%' && i + 2 < len && (hi = hs_hexval(in[i + 1])) >= 0 &&
+            (lo = hs_hexval(in[i + 2])) >= 0) {
             out[o++] = (char)(hi << 4 | lo);
             i += 2;
         } else {

@@ -233,23 +233,6 @@ static int put_i64_array(struct hs_buf *b, const int64_t *v, uint32_t n)
     return rc ? rc : hs_buf_putc(b, ']');
 }
 
-static int put_base64(struct hs_buf *b, const uint8_t *p, size_t n)
-{
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if (hs_buf_reserve(b, (n + 2) / 3 * 4) != 0)
-        return HS_ENOMEM;
-    for (size_t i = 0; i < n; i += 3) {
-        size_t left = n - i;
-        uint32_t v = (uint32_t)p[i] << 16 | (left > 1 ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (left > 2 ? p[i + 2] : 0);
-        b->data[b->len++] = (uint8_t)digits[v >> 18];
-        b->data[b->len++] = (uint8_t)digits[(v >> 12) & 63];
-        b->data[b->len++] = (uint8_t)(left > 1 ? digits[(v >> 6) & 63] : '=');
-        b->data[b->len++] = (uint8_t)(left > 2 ? digits[v & 63] : '=');
-    }
-    return 0;
-}
-
 /* Functions by total of the main type, heaviest first, then by name. */
 static int func_cmp(const void *a, const void *b, void *ud)
 {
@@ -343,7 +326,7 @@ static int profile_line(const char *tenant, const struct hs_profile *p, struct h
     rc = rc ? rc : put_str_or_null(b, p->id);
     rc = rc ? rc : put_summary(b, &p->summary);
     rc = rc ? rc : hs_buf_printf(b, ",\"pprof\":\"");
-    rc = rc ? rc : put_base64(b, p->raw, p->raw_len);
+    rc = rc ? rc : hs_buf_put_base64(b, p->raw, p->raw_len);
     rc = rc ? rc : hs_buf_printf(b, "\"}}\n");
     return rc;
 }

@@ -99,21 +99,6 @@ struct pyro_exp {
 
 /* ---- create ----------------------------------------------------------------------------- */
 
-static int put_base64(struct hs_buf *b, const uint8_t *p, size_t n)
-{
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i += 3) {
-        size_t left = n - i;
-        uint32_t v = (uint32_t)p[i] << 16 | (left > 1 ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (left > 2 ? p[i + 2] : 0);
-        char q[4] = {digits[v >> 18], digits[(v >> 12) & 63],
-                     left > 1 ? digits[(v >> 6) & 63] : '=', left > 2 ? digits[v & 63] : '='};
-        rc = hs_buf_append(b, q, 4);
-    }
-    return rc;
-}
-
 static bool header_configured(const struct pyro_config *conf, const char *name)
 {
     for (size_t i = 0; i < conf->headers.count; i++)
@@ -147,7 +132,7 @@ static void build_headers(struct pyro_exp *e)
         if (hs_buf_printf(&cred, "%s:%s", conf->basic_auth.username,
                           conf->basic_auth.password ? conf->basic_auth.password : "") != 0 ||
             hs_buf_printf(&line, "Authorization: Basic ") != 0 ||
-            put_base64(&line, cred.data, cred.len) != 0 || hs_buf_putc(&line, '\0') != 0)
+            hs_buf_put_base64(&line, cred.data, cred.len) != 0 || hs_buf_putc(&line, '\0') != 0)
             abort();
         hs_buf_free(&cred);
         e->headers[e->header_count++] = (char *)line.data;

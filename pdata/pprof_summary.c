@@ -186,25 +186,14 @@ static int resolve_used(struct sb *b)
 
 /* ---- samples -------------------------------------------------------------------------- */
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Exactly 16 hex digits, either case (Pyroscope's decodeSpanID); anything else is no span. */
 static bool span_decode(const char *s, uint8_t id[8])
 {
     for (int i = 0; i < 8; i++) {
-        int hi = hexval((unsigned char)s[2 * i]);
+        int hi = hs_hexval((unsigned char)s[2 * i]);
         if (hi < 0)
             return false;
-        int lo = hexval((unsigned char)s[2 * i + 1]);
+        int lo = hs_hexval((unsigned char)s[2 * i + 1]);
         if (lo < 0)
             return false;
         id[i] = (uint8_t)(hi << 4 | lo);

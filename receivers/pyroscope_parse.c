@@ -10,17 +10,6 @@
 
 /* ---- query ------------------------------------------------------------------------------ */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decodes s[0..n) (%XX and '+') to out, NUL-terminated; returns the bytes written or -1 with
  * *bad at the offending offset. out has room for n + 1. */
 static long url_decode(const char *s, size_t n, char *out, size_t *bad)
@@ -34,7 +23,7 @@ static long url_decode(const char *s, size_t n, char *out, size_t *bad)
                 *bad = i;
                 return -1;
             }
-            int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+            int hi = hs_hexval(s[i + 1]), lo = hs_hexval(s[i + 2]);
             if (hi < 0 || lo < 0) {
                 *bad = i;
                 return -1;
