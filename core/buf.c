@@ -121,3 +121,46 @@ int hs_buf_put_base64(struct hs_buf *b, const void *data, size_t n)
     }
     return 0;
 }
+
+static int b64val(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-') /* the URL-safe alphabet too, as proto3 JSON parsers accept */
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+long hs_base64_decode(const char *s, size_t n, uint8_t *out)
+{
+    while (n && s[n - 1] == '=' && n % 4 != 1)
+        n--;
+    if (n % 4 == 1)
+        return -1;
+    size_t o = 0;
+    uint32_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64val(s[i]);
+        if (v < 0)
+            return -1;
+        acc = acc << 6 | (uint32_t)v;
+        if (i % 4 == 3) {
+            out[o++] = (uint8_t)(acc >> 16);
+            out[o++] = (uint8_t)(acc >> 8);
+            out[o++] = (uint8_t)acc;
+        }
+    }
+    if (n % 4 == 2) {
+        out[o++] = (uint8_t)(acc >> 4);
+    } else if (n % 4 == 3) {
+        out[o++] = (uint8_t)(acc >> 10);
+        out[o++] = (uint8_t)(acc >> 2);
+    }
+    return (long)o;
+}

@@ -23,6 +23,9 @@ void hs_buf_free(struct hs_buf *b);  /* back to {0} */
 
 /* Standard base64 (RFC 4648, padded) of n bytes: JSON bytes, Basic auth, gRPC binary headers. */
 int hs_buf_put_base64(struct hs_buf *b, const void *p, size_t n);
+/* Standard or URL-safe base64, padded or not (what proto3 JSON parsers accept for bytes), into
+ * out (room for n bytes). Returns the length, or -1 when s is not base64. */
+long hs_base64_decode(const char *s, size_t n, uint8_t *out);
 
 /* Protobuf varint and tag writers, used by the wire encoder and tests. */
 int hs_buf_put_varint(struct hs_buf *b, uint64_t v);

@@ -710,6 +710,19 @@ const struct hs_str *hs_http_request_header(const struct hs_http_request *req, c
     return NULL;
 }
 
+bool hs_http_media_type_is(const struct hs_str *v, const char *want)
+{
+    size_t n = 0;
+    while (n < v->len && v->ptr[n] != ';')
+        n++;
+    while (n > 0 && (v->ptr[n - 1] == ' ' || v->ptr[n - 1] == '\t'))
+        n--;
+    size_t s = 0;
+    while (s < n && (v->ptr[s] == ' ' || v->ptr[s] == '\t'))
+        s++;
+    return hs_str_ieq((struct hs_str){v->ptr + s, n - s}, want);
+}
+
 void hs_http_respond(struct hs_http_request *req, int status, const char *content_type,
                      const struct hs_http_header *extra, size_t extra_count, const void *body,
                      size_t body_len)

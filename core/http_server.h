@@ -43,6 +43,9 @@ static inline bool hs_http_request_is_h2(const struct hs_http_request *req)
 
 /* Case-insensitive header lookup; NULL when absent. */
 const struct hs_str *hs_http_request_header(const struct hs_http_request *req, const char *name);
+/* Is a Content-Type value (e.g. "application/json; charset=utf-8") the media type `want`,
+ * parameters and surrounding blanks aside, case-insensitively? */
+bool hs_http_media_type_is(const struct hs_str *value, const char *want);
 
 /* The handler must answer every request with exactly one hs_http_respond, before it returns.
  * The request and its body are valid only during the call. */

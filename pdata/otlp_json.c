@@ -446,50 +446,6 @@ static bool hex_decode(const char *s, size_t n, uint8_t *out)
     return true;
 }
 
-static int b64val(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-') /* the URL-safe alphabet too, as proto3 JSON parsers accept */
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
-/* Standard base64, padded or not, into out (room for n bytes). Returns the length, or -1. */
-static long b64_decode(const char *s, size_t n, uint8_t *out)
-{
-    while (n && s[n - 1] == '=' && n % 4 != 1)
-        n--;
-    if (n % 4 == 1)
-        return -1;
-    size_t o = 0;
-    uint32_t acc = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64val(s[i]);
-        if (v < 0)
-            return -1;
-        acc = acc << 6 | (uint32_t)v;
-        if (i % 4 == 3) {
-            out[o++] = (uint8_t)(acc >> 16);
-            out[o++] = (uint8_t)(acc >> 8);
-            out[o++] = (uint8_t)acc;
-        }
-    }
-    if (n % 4 == 2) {
-        out[o++] = (uint8_t)(acc >> 4);
-    } else if (n % 4 == 3) {
-        out[o++] = (uint8_t)(acc >> 10);
-        out[o++] = (uint8_t)(acc >> 2);
-    }
-    return (long)o;
-}
-
 /* Ids are hex (OTLP's one deviation from proto3 JSON), other bytes base64. An empty string is an
  * absent id: a root span's parentSpanId is often "". */
 static int encode_bytes(struct jdec *d, const ProtobufCFieldDescriptor *f, const json_t *v,
@@ -514,7 +470,7 @@ static int encode_bytes(struct jdec *d, const ProtobufCFieldDescriptor *f, const
     if (!d->nomem && hs_buf_reserve(d->out, n) != 0)
         d->nomem = true;
     if (!d->nomem) {
-        long len = b64_decode(s, n, d->out->data + d->out->len);
+        long len = hs_base64_decode(s, n, d->out->data + d->out->len);
         if (len < 0)
             return fail(d, p, "%s is not base64", show(d, v));
         d->out->len += (size_t)len;

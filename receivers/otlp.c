@@ -145,20 +145,6 @@ static int otlp_create(const struct hs_config_node *cfg, const char *path,
     return 0;
 }
 
-/* The media type without parameters, case-insensitively. */
-static bool media_type_is(const struct hs_str *v, const char *want)
-{
-    size_t n = 0;
-    while (n < v->len && v->ptr[n] != ';')
-        n++;
-    while (n > 0 && (v->ptr[n - 1] == ' ' || v->ptr[n - 1] == '\t'))
-        n--;
-    size_t s = 0;
-    while (s < n && (v->ptr[s] == ' ' || v->ptr[s] == '\t'))
-        s++;
-    return hs_str_ieq((struct hs_str){v->ptr + s, n - s}, want);
-}
-
 /* A google.rpc.Status body in the request's encoding (OTLP/HTTP failures, wire.md §2). */
 static void respond_status(struct hs_http_request *req, enum body_type type, int http, int code,
                            const char *msg, const struct hs_http_header *extra, size_t nextra)
@@ -350,9 +336,9 @@ static int decompress_body(struct otlp *r, struct hs_http_request *req, enum bod
 static bool content_type(const struct hs_http_request *req, enum body_type *type)
 {
     const struct hs_str *ct = hs_http_request_header(req, "content-type");
-    if (ct && media_type_is(ct, "application/x-protobuf"))
+    if (ct && hs_http_media_type_is(ct, "application/x-protobuf"))
         *type = BODY_PROTO;
-    else if (ct && media_type_is(ct, "application/json"))
+    else if (ct && hs_http_media_type_is(ct, "application/json"))
         *type = BODY_JSON;
     else
         return false;

@@ -92,20 +92,6 @@ static int pyro_create(const struct hs_config_node *cfg, const char *path,
     return 0;
 }
 
-/* The media type without parameters, case-insensitively. */
-static bool media_type_is(const struct hs_str *v, const char *want)
-{
-    size_t n = 0;
-    while (n < v->len && v->ptr[n] != ';')
-        n++;
-    while (n > 0 && (v->ptr[n - 1] == ' ' || v->ptr[n - 1] == '\t'))
-        n--;
-    size_t s = 0;
-    while (s < n && (v->ptr[s] == ' ' || v->ptr[s] == '\t'))
-        s++;
-    return hs_str_ieq((struct hs_str){v->ptr + s, n - s}, want);
-}
-
 /* Connect's error codes by HTTP status, for both routes (Pyroscope answers /ingest errors in
  * the same shape). 413 is "invalid_argument": an over-limit profile is permanent, and clients
  * that retry resource_exhausted (Alloy with retry_on_http_429) would only resend it. */
@@ -170,9 +156,9 @@ static int push_body(struct pyro *r, struct hs_http_request *req, bool *json, st
 {
     const struct hs_str *ct = hs_http_request_header(req, "content-type");
     if (ct &&
-        (media_type_is(ct, "application/proto") || media_type_is(ct, "application/x-protobuf")))
+        (hs_http_media_type_is(ct, "application/proto") || hs_http_media_type_is(ct, "application/x-protobuf")))
         *json = false;
-    else if (ct && media_type_is(ct, "application/json"))
+    else if (ct && hs_http_media_type_is(ct, "application/json"))
         *json = true;
     else
         return hs_pyro_failf(f, 415, "content_type",

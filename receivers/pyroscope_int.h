@@ -66,9 +66,6 @@ int hs_pyro_ingest_labels(struct hs_profile *p, const char *service, size_t serv
  * value at most 2048. Returns NULL or what is wrong. */
 const char *hs_pyro_push_label_problem(const char *name, size_t name_len, size_t value_len);
 
-/* Standard or URL-safe base64, padded or not (protojson's bytes), into out (room for
- * len * 3 / 4 + 3 bytes). Returns the decoded length or -1. */
-long hs_pyro_base64_decode(const char *in, size_t len, uint8_t *out);
 
 /* ---- request decoding (pyroscope_ingest.c, pyroscope_push.c) ---------------------------- */
 

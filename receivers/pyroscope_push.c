@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/buf.h"
 #include "core/errors.h"
 #include "push/v1/push.pb-c.h"
 #include "receivers/pyroscope_int.h"
@@ -110,7 +111,7 @@ static int json_samples(struct jctx *c, json_t *arr, Push__V1__RawProfileSeries 
         rs->raw_profile.data = jalloc(c, n / 4 * 3 + 3);
         if (!rs->raw_profile.data)
             return hs_pyro_fail_code(c->f, HS_ENOMEM, w, NULL);
-        long dl = hs_pyro_base64_decode(v, n, rs->raw_profile.data);
+        long dl = hs_base64_decode(v, n, rs->raw_profile.data);
         if (dl < 0)
             return hs_pyro_failf(c->f, 400, "bad_json", "%s.rawProfile: not base64", w);
         rs->raw_profile.len = (size_t)dl;

@@ -776,12 +776,12 @@ static void test_multipart_parse(void **state)
 static void test_base64(void **state)
 {
     uint8_t out[16];
-    assert_int_equal(hs_pyro_base64_decode("AAEC", 4, out), 3);
+    assert_int_equal(hs_base64_decode("AAEC", 4, out), 3);
     assert_int_equal(out[2], 2);
-    assert_int_equal(hs_pyro_base64_decode("-_8=", 4, out), 2); /* URL-safe, padded */
+    assert_int_equal(hs_base64_decode("-_8=", 4, out), 2); /* URL-safe, padded */
     assert_int_equal(out[0], 0xfb);
-    assert_int_equal(hs_pyro_base64_decode("A", 1, out), -1);
-    assert_int_equal(hs_pyro_base64_decode("A*==", 4, out), -1);
+    assert_int_equal(hs_base64_decode("A", 1, out), -1);
+    assert_int_equal(hs_base64_decode("A*==", 4, out), -1);
 }
 
 int main(void)
