@@ -14,8 +14,16 @@
 #include "http_server.h"
 #include "metrics.h"
 
+struct admin_route {
+    char *prefix;
+    hs_http_handler handler;
+    void *ud;
+};
+
 struct hs_admin {
     struct hs_http_server *server;
+    struct admin_route routes[HS_ADMIN_MAX_ROUTES];
+    size_t nroutes;
     struct hs_http_server_config conf;
     struct hs_metrics *metrics;
     bool ready;
@@ -60,6 +68,26 @@ static double gauge_one(void *ud)
     return 1;
 }
 
+/* A route's prefix matches the path itself or the path's subtree, never "/uix" for "/ui". */
+static bool route_dispatch(struct hs_admin *a, struct hs_http_request *req, bool get,
+                           const struct hs_http_header *allow)
+{
+    for (size_t i = 0; i < a->nroutes; i++) {
+        const struct admin_route *r = &a->routes[i];
+        size_t n = strlen(r->prefix);
+        if (req->path.len < n || memcmp(req->path.ptr, r->prefix, n) != 0 ||
+            (req->path.len > n && req->path.ptr[n] != '/'))
+            continue;
+        if (!get)
+            hs_http_respond(req, 405, "text/plain; charset=utf-8", allow, 1,
+                            "method not allowed\n", 19);
+        else
+            r->handler(r->ud, req);
+        return true;
+    }
+    return false;
+}
+
 static void admin_handle(void *ud, struct hs_http_request *req)
 {
     struct hs_admin *a = ud;
@@ -89,6 +117,8 @@ static void admin_handle(void *ud, struct hs_http_request *req)
                             b.data, b.len);
         }
         hs_buf_free(&b);
+    } else if (route_dispatch(a, req, get, &allow)) {
+        return;
     } else {
         hs_http_respond_text(req, 404, "not found: the admin endpoint serves /healthz and "
                                        "/metrics\n");
@@ -124,15 +154,43 @@ int hs_admin_start(uv_loop_t *loop, const char *endpoint, struct hs_metrics *met
     return 0;
 }
 
+int hs_admin_route(struct hs_admin *a, const char *prefix, hs_http_handler handler, void *ud)
+{
+    if (a->nroutes == HS_ADMIN_MAX_ROUTES)
+        return HS_E2BIG;
+    a->routes[a->nroutes++] = (struct admin_route){hs_xstrdup(prefix), handler, ud};
+    return 0;
+}
+
+void hs_admin_unroute(struct hs_admin *a, void *ud)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < a->nroutes; i++) {
+        if (a->routes[i].ud == ud)
+            free(a->routes[i].prefix);
+        else
+            a->routes[kept++] = a->routes[i];
+    }
+    a->nroutes = kept;
+}
+
 void hs_admin_set_ready(struct hs_admin *a, bool ready)
 {
     a->ready = ready;
+}
+
+static void hs_admin_unroute_all(struct hs_admin *a)
+{
+    for (size_t i = 0; i < a->nroutes; i++)
+        free(a->routes[i].prefix);
+    a->nroutes = 0;
 }
 
 static void admin_server_closed(void *ud)
 {
     struct hs_admin *a = ud;
     hs_metrics_gauge_remove(a->metrics, a);
+    hs_admin_unroute_all(a);
     hs_config_free_fields(hs_http_server_fields_common, &a->conf);
     free(a->conf.endpoint);
     void (*done)(void *) = a->done;

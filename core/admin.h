@@ -6,6 +6,7 @@
 #include <uv.h>
 
 #include "errors.h"
+#include "http_server.h"
 
 struct hs_admin;
 struct hs_metrics;
@@ -14,6 +15,14 @@ int hs_admin_start(uv_loop_t *loop, const char *endpoint, struct hs_metrics *met
                    struct hs_admin **out, struct hs_error *err);
 /* /healthz answers 503 while not ready (e.g. shutting down). */
 void hs_admin_set_ready(struct hs_admin *a, bool ready);
+/* More pages on the admin endpoint (the correlator's /ui): a GET or HEAD whose path is `prefix`
+ * or starts with `prefix/` goes to handler(ud, req), which answers it as any HTTP handler does.
+ * At most HS_ADMIN_MAX_ROUTES; returns 0, or HS_E2BIG. A component routes in start and must
+ * unroute in shutdown (the admin endpoint outlives every component). */
+#define HS_ADMIN_MAX_ROUTES 8
+int hs_admin_route(struct hs_admin *a, const char *prefix, hs_http_handler handler, void *ud);
+/* Removes every route of ud. */
+void hs_admin_unroute(struct hs_admin *a, void *ud);
 void hs_admin_close(struct hs_admin *a, void (*done)(void *ud), void *ud);
 
 #endif

@@ -13,6 +13,7 @@
 struct hs_traces;
 struct hs_profiles;
 struct hs_metrics;
+struct hs_admin;
 struct hs_component;
 struct hs_consumer;
 struct hs_service;
@@ -27,6 +28,7 @@ typedef void (*hs_done_cb)(struct hs_component *c);
 struct hs_host {
     uv_loop_t *loop;
     struct hs_metrics *metrics;
+    struct hs_admin *admin; /* the admin endpoint, for extra pages (core/admin.h) */
 };
 
 struct hs_component_type {

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "log.h"
 #include "service.h"
+#include "tls.h"
 
 extern const char hs_default_config[];
 extern const size_t hs_default_config_len;
@@ -35,7 +36,7 @@ static const char usage[] =
 
 struct run {
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
     uv_timer_t deadline; /* service.shutdown_timeout */
     struct hs_service *svc;
     bool stopping;
@@ -65,6 +66,7 @@ static void drained(void *ud)
     struct run *r = ud;
     uv_close((uv_handle_t *)&r->sigterm, NULL);
     uv_close((uv_handle_t *)&r->sigint, NULL);
+    uv_close((uv_handle_t *)&r->sighup, NULL);
     uv_close((uv_handle_t *)&r->deadline, NULL);
 }
 
@@ -101,6 +103,12 @@ static void on_signal(uv_signal_t *h, int signum)
     begin_shutdown(r);
 }
 
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    hs_log_info(NULL, "SIGHUP received: reloading TLS certificates and keys");
+    hs_tls_reload_all();
+}
+
 static int run(const char *path)
 {
     struct run r = {0};
@@ -111,10 +119,12 @@ static int run(const char *path)
     uv_loop_init(&r.loop);
     uv_signal_init(&r.loop, &r.sigterm);
     uv_signal_init(&r.loop, &r.sigint);
+    uv_signal_init(&r.loop, &r.sighup);
     uv_timer_init(&r.loop, &r.deadline);
     r.sigterm.data = r.sigint.data = r.deadline.data = &r;
     uv_signal_start(&r.sigterm, on_signal, SIGTERM);
     uv_signal_start(&r.sigint, on_signal, SIGINT);
+    uv_signal_start(&r.sighup, on_sighup, SIGHUP);
 
     struct hs_error err = {0};
     int srv = hs_service_start(r.svc, &r.loop, &err);

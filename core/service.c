@@ -620,7 +620,7 @@ static int start_one(struct hs_service *s, struct instance *in, struct hs_error 
 {
     if (!in->used || in->started)
         return 0;
-    const struct hs_host host = {.loop = s->loop, .metrics = s->metrics};
+    const struct hs_host host = {.loop = s->loop, .metrics = s->metrics, .admin = s->admin};
     int rc = in->c->type->start(in->c, &host);
     if (rc) {
         if (err->count == 0)
@@ -649,7 +649,8 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
     hs_metrics_gauge(s->metrics, "process_uptime_seconds", "Seconds since the loop started", "",
                      gauge_uptime, s);
 
-    int rc = 0;
+    /* the admin endpoint first, so components can add pages to it (hs_admin_route) */
+    int rc = hs_admin_start(loop, s->tel.admin, s->metrics, &s->admin, err);
     /* downstream first: exporters, then processors back to front, then receivers */
     for (size_t i = 0; i < s->nexporters && !rc; i++)
         rc = start_one(s, &s->exporters[i], err);
@@ -657,8 +658,6 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
     for (size_t i = 0; i < s->npipelines && !rc; i++)
         for (size_t j = s->pipelines[i].nprocs; j-- > 0 && !rc;)
             rc = start_one(s, s->pipelines[i].procs[j], err);
-    if (!rc)
-        rc = hs_admin_start(loop, s->tel.admin, s->metrics, &s->admin, err);
     for (size_t i = 0; i < s->nreceivers && !rc; i++)
         rc = start_one(s, &s->receivers[i], err);
     if (!rc)
