@@ -1,11 +1,14 @@
-/* admin.c: the admin endpoint: /healthz for probes and /metrics in Prometheus text format,
+/* admin.c: the admin endpoint: /healthz, /healthz/live and /healthz/ready for probes (ready
+ * names the exporters that have been failing too long), and /metrics in Prometheus text format,
  * with process CPU, RSS and open file descriptors read at scrape time. */
 #include "admin.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -26,7 +29,8 @@ struct hs_admin {
     size_t nroutes;
     struct hs_http_server_config conf;
     struct hs_metrics *metrics;
-    bool ready;
+    bool ready, started; /* started: hs_admin_set_ready(true) was called once */
+    uint64_t failure_threshold_ms;
     void (*done)(void *ud);
     void *done_ud;
 };
@@ -63,6 +67,14 @@ static double gauge_fds(void *ud)
     return n - 2; /* . and .. */
 }
 
+static double gauge_max_fds(void *ud)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    return (double)rl.rlim_cur;
+}
+
 static double gauge_one(void *ud)
 {
     return 1;
@@ -88,21 +100,79 @@ static bool route_dispatch(struct hs_admin *a, struct hs_http_request *req, bool
     return false;
 }
 
+struct health_walk {
+    struct hs_admin *a;
+    json_t *failing;
+    uint64_t now_ms;
+    size_t over; /* sources failing for at least the threshold */
+};
+
+static void health_visit(void *arg, const char *component, const struct hs_health *h)
+{
+    struct health_walk *w = arg;
+    if (!h->failing_since_ms)
+        return;
+    double secs = hs_health_failing_seconds(h, w->now_ms);
+    bool over = w->a->failure_threshold_ms && secs * 1000.0 >= (double)w->a->failure_threshold_ms;
+    w->over += over;
+    char since[32] = "";
+    time_t t = (time_t)(h->failing_since_wall_ms / 1000u);
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_array_append_new(w->failing, json_pack("{s:s, s:s, s:f, s:s, s:b}", "exporter", component,
+                                                "since", since, "seconds", secs, "last_error",
+                                                h->last_error, "over_threshold", over));
+}
+
+/* Readiness (and /healthz): the service runs and no exporter has failed for longer than the
+ * threshold. The body says why not, naming each failing exporter and since when. */
+static void respond_ready(struct hs_admin *a, struct hs_http_request *req)
+{
+    struct health_walk w = {.a = a, .failing = json_array(), .now_ms = hs_now_ms()};
+    hs_metrics_health_each(a->metrics, health_visit, &w);
+    const char *status = !a->started ? "starting"
+                         : !a->ready ? "shutting down"
+                         : w.over    ? "exporter failing"
+                                     : "ok";
+    json_t *root = json_pack("{s:s, s:o}", "status", status, "failing_exporters", w.failing);
+    if (a->failure_threshold_ms)
+        json_object_set_new(root, "exporter_failure_threshold_seconds",
+                            json_real((double)a->failure_threshold_ms / 1000.0));
+    char *body = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+    json_decref(root);
+    if (!body) {
+        hs_http_respond_text(req, 500, "out of memory rendering health\n");
+        return;
+    }
+    struct hs_buf b = {0};
+    if (hs_buf_printf(&b, "%s\n", body) != 0) {
+        hs_http_respond_text(req, 500, "out of memory rendering health\n");
+    } else {
+        int code = strcmp(status, "ok") == 0 ? 200 : 503;
+        hs_http_respond(req, code, "application/json", NULL, 0, b.data, b.len);
+    }
+    hs_buf_free(&b);
+    free(body);
+}
+
 static void admin_handle(void *ud, struct hs_http_request *req)
 {
     struct hs_admin *a = ud;
     bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
     static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("GET, HEAD")};
+    bool health = hs_str_eq(req->path, "/healthz") || hs_str_eq(req->path, "/") ||
+                  hs_str_eq(req->path, "/healthz/ready") || hs_str_eq(req->path, "/healthz/live");
 
-    if (hs_str_eq(req->path, "/healthz") || hs_str_eq(req->path, "/")) {
-        if (!get) {
-            hs_http_respond(req, 405, "text/plain; charset=utf-8", &allow, 1,
-                            "method not allowed\n", 19);
-            return;
-        }
-        const char *body = a->ready ? "{\"status\":\"ok\"}\n" : "{\"status\":\"shutting down\"}\n";
-        hs_http_respond(req, a->ready ? 200 : 503, "application/json", NULL, 0, body,
-                        strlen(body));
+    if (health && !get) {
+        hs_http_respond(req, 405, "text/plain; charset=utf-8", &allow, 1,
+                        "method not allowed\n", 19);
+    } else if (hs_str_eq(req->path, "/healthz/live")) {
+        /* liveness: answering at all is the proof; a failing backend is no reason to restart */
+        static const char body[] = "{\"status\":\"ok\"}\n";
+        hs_http_respond(req, 200, "application/json", NULL, 0, body, sizeof(body) - 1);
+    } else if (health) {
+        respond_ready(a, req);
     } else if (hs_str_eq(req->path, "/metrics")) {
         if (!get) {
             hs_http_respond(req, 405, "text/plain; charset=utf-8", &allow, 1,
@@ -120,8 +190,8 @@ static void admin_handle(void *ud, struct hs_http_request *req)
     } else if (route_dispatch(a, req, get, &allow)) {
         return;
     } else {
-        hs_http_respond_text(req, 404, "not found: the admin endpoint serves /healthz and "
-                                       "/metrics\n");
+        hs_http_respond_text(req, 404, "not found: the admin endpoint serves /healthz, "
+                                       "/healthz/live, /healthz/ready and /metrics\n");
     }
 }
 
@@ -130,12 +200,11 @@ int hs_admin_start(uv_loop_t *loop, const char *endpoint, struct hs_metrics *met
 {
     struct hs_admin *a = hs_xcalloc(1, sizeof(*a));
     a->metrics = metrics;
-    a->ready = true;
     hs_config_decode(hs_http_server_fields_common, NULL, &a->conf, "service.telemetry", err);
     a->conf.endpoint = hs_xstrdup(endpoint);
     a->conf.max_request_body_size = 4096;
     const struct hs_http_server_opts opts = {
-        .config = &a->conf, .name = "admin", .handler = admin_handle, .ud = a};
+        .config = &a->conf, .name = "admin", .handler = admin_handle, .ud = a, .metrics = metrics};
     int rc = hs_http_server_start(loop, &opts, &a->server, err);
     if (rc) {
         hs_config_free_fields(hs_http_server_fields_common, &a->conf);
@@ -148,6 +217,8 @@ int hs_admin_start(uv_loop_t *loop, const char *endpoint, struct hs_metrics *met
     hs_metrics_gauge(metrics, "process_resident_memory_bytes", "Resident set size", "",
                      gauge_rss, a);
     hs_metrics_gauge(metrics, "process_open_fds", "Open file descriptors", "", gauge_fds, a);
+    hs_metrics_gauge(metrics, "process_max_fds", "Limit of open file descriptors (0: none)", "",
+                     gauge_max_fds, a);
     hs_metrics_gauge(metrics, "build_info", "Build information", "version=\"" HS_VERSION "\"",
                      gauge_one, a);
     *out = a;
@@ -177,6 +248,12 @@ void hs_admin_unroute(struct hs_admin *a, void *ud)
 void hs_admin_set_ready(struct hs_admin *a, bool ready)
 {
     a->ready = ready;
+    a->started |= ready;
+}
+
+void hs_admin_set_failure_threshold(struct hs_admin *a, uint64_t threshold_ms)
+{
+    a->failure_threshold_ms = threshold_ms;
 }
 
 static void hs_admin_unroute_all(struct hs_admin *a)

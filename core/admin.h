@@ -1,8 +1,9 @@
-/* admin.h: the admin endpoint (service.telemetry.admin): /healthz and /metrics. */
+/* admin.h: the admin endpoint (service.telemetry.admin): /healthz (/live, /ready) and /metrics. */
 #ifndef HS_ADMIN_H
 #define HS_ADMIN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "errors.h"
@@ -13,8 +14,12 @@ struct hs_metrics;
 
 int hs_admin_start(uv_loop_t *loop, const char *endpoint, struct hs_metrics *metrics,
                    struct hs_admin **out, struct hs_error *err);
-/* /healthz answers 503 while not ready (e.g. shutting down). */
+/* /healthz and /healthz/ready answer 503 until the first hs_admin_set_ready(a, true) (starting)
+ * and after hs_admin_set_ready(a, false) (shutting down); /healthz/live answers 200 throughout. */
 void hs_admin_set_ready(struct hs_admin *a, bool ready);
+/* Readiness also fails while a health source (hs_metrics_health) has been failing for at least
+ * threshold_ms; 0 (the default) leaves exporters out of readiness. */
+void hs_admin_set_failure_threshold(struct hs_admin *a, uint64_t threshold_ms);
 /* More pages on the admin endpoint (the correlator's /ui): a GET or HEAD whose path is `prefix`
  * or starts with `prefix/` goes to handler(ud, req), which answers it as any HTTP handler does.
  * At most HS_ADMIN_MAX_ROUTES; returns 0, or HS_E2BIG. A component routes in start and must

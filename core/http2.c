@@ -1,4 +1,5 @@
-/* http2.c: HTTP/2 on a server connection (h2c with prior knowledge) on nghttp2: bytes read are
+/* http2.c: HTTP/2 on a server connection (h2c with prior knowledge, or h2 by ALPN over TLS:
+ * the TLS layer in http_conn.c hands over plaintext) on nghttp2: bytes read are
  * fed to the session, its output written through the connection; every stream that ends is one
  * hs_http_request for the same handler as HTTP/1.1, answered with optional trailers (gRPC). */
 #include <nghttp2/nghttp2.h>
@@ -581,7 +582,8 @@ int hs_http2_start(struct hs_http_conn *c, const uint8_t *data, size_t len)
     }
     c->h2 = h;
     c->state = HS_HTTP_CONN_IDLE;
-    hs_log_debug(c->srv->name, "%s: HTTP/2 (prior knowledge)", c->peer);
+    hs_log_debug(c->srv->name, "%s: HTTP/2 (%s)", c->peer,
+                 c->tls ? "h2 by ALPN over TLS" : "prior knowledge");
     if (c->srv->closing) {
         hs_http2_server_closing(c);
         return 0;

@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "common.h"
 #include "errors.h"
+#include "tls.h"
 
 /* wire.md §2: responses are capped at 4 MiB; anything past that is read and discarded. */
 #define MAX_RESPONSE_BODY (4u << 20)
@@ -25,6 +26,8 @@ struct xfer {
     struct hs_http_client *c;
     CURL *easy;
     struct curl_slist *headers;
+    struct curl_slist *connect_to; /* server_name_override: the name's host:port -> the real */
+    char *url;                     /* the URL with the overriding name, when there is one */
     struct hs_buf body;
     uint64_t retry_after_ms;
     int grpc_status;
@@ -56,6 +59,7 @@ struct hs_http_client {
     void (*closed)(void *ud);
     void *closed_ud;
     unsigned flags;
+    const struct hs_tls_client *tls;
 };
 
 static void client_finish_close(struct hs_http_client *c);
@@ -106,6 +110,8 @@ static void xfer_free(struct xfer *x)
 {
     curl_easy_cleanup(x->easy);
     curl_slist_free_all(x->headers);
+    curl_slist_free_all(x->connect_to);
+    free(x->url);
     hs_buf_free(&x->body);
     free(x);
 }
@@ -323,8 +329,15 @@ struct hs_http_client *hs_http_client_new(uv_loop_t *loop)
 
 struct hs_http_client *hs_http_client_new_flags(uv_loop_t *loop, unsigned flags)
 {
+    return hs_http_client_new_tls(loop, flags, NULL);
+}
+
+struct hs_http_client *hs_http_client_new_tls(uv_loop_t *loop, unsigned flags,
+                                              const struct hs_tls_client *tls)
+{
     struct hs_http_client *c = hs_xcalloc(1, sizeof(*c));
     c->flags = flags;
+    c->tls = tls;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         goto fail;
     c->loop = loop;
@@ -347,6 +360,79 @@ fail:
     return NULL;
 }
 
+static void set_blob(CURL *e, CURLoption opt, struct hs_tls_pem pem)
+{
+    if (!pem.len)
+        return;
+    /* copied by curl: a reload may replace ours while the transfer runs. Pooled connections
+     * are matched by these bytes too, so new files mean a new connection. */
+    struct curl_blob b = {(void *)pem.data, pem.len, CURL_BLOB_COPY};
+    curl_easy_setopt(e, opt, &b);
+}
+
+/* server_name_override: the URL carries the name (SNI, certificate check, authority) and
+ * CONNECT_TO sends the connection to the endpoint's real host. */
+static int name_override(struct xfer *x, const char *url, const char *name)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *out = NULL;
+    int rc = HS_ENOMEM;
+    if (!u || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_set(u, CURLUPART_HOST, name, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_URL, &out, 0) != CURLUE_OK)
+        goto done;
+    struct hs_buf line = {0};
+    if (hs_buf_printf(&line, "%s:%s:%s:%s", name, port, host, port) != 0)
+        goto done;
+    struct curl_slist *l = curl_slist_append(NULL, (const char *)line.data);
+    hs_buf_free(&line);
+    if (!l)
+        goto done;
+    x->connect_to = l;
+    x->url = hs_xstrdup(out);
+    rc = 0;
+done:
+    curl_free(host);
+    curl_free(port);
+    curl_free(out);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* TLS options for an https:// transfer (core/tls.h). */
+static int xfer_tls(struct xfer *x, const char *url)
+{
+    CURL *e = x->easy;
+    const struct hs_tls_client *t = x->c->tls;
+    if (!t || strncasecmp(url, "https://", 8) != 0)
+        return 0;
+    const struct hs_tls_client_config *cf = hs_tls_client_config(t);
+    set_blob(e, CURLOPT_CAINFO_BLOB, hs_tls_client_ca(t));
+    set_blob(e, CURLOPT_SSLCERT_BLOB, hs_tls_client_cert(t));
+    set_blob(e, CURLOPT_SSLKEY_BLOB, hs_tls_client_key(t));
+    if (hs_tls_client_cert(t).len) {
+        curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    if (cf->insecure_skip_verify) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    curl_easy_setopt(e, CURLOPT_SSLVERSION,
+                     hs_tls_version(cf->min_version) == hs_tls_version("1.3")
+                         ? (long)CURL_SSLVERSION_TLSv1_3
+                         : (long)CURL_SSLVERSION_TLSv1_2);
+    if (cf->server_name_override) {
+        if (name_override(x, url, cf->server_name_override) != 0)
+            return HS_ENOMEM;
+        curl_easy_setopt(e, CURLOPT_URL, x->url);
+        curl_easy_setopt(e, CURLOPT_CONNECT_TO, x->connect_to);
+    }
+    return 0;
+}
+
 static int xfer_setup(struct xfer *x, const char *url, const char *const *headers,
                       size_t header_count, const void *body, size_t body_len, uint64_t timeout_ms)
 {
@@ -367,10 +453,14 @@ static int xfer_setup(struct xfer *x, const char *url, const char *const *header
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    /* over TLS, HTTP/2 comes from ALPN "h2" (2TLS), for gRPC as for the rest */
+    bool https = strncasecmp(url, "https://", 8) == 0;
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-                     (long)(x->c->flags & HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE
+                     (long)(x->c->flags & HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE && !https
                                 ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
                                 : CURL_HTTP_VERSION_2TLS));
+    if (xfer_tls(x, url) != 0)
+        return HS_ENOMEM;
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)HS_MIN(timeout_ms, (uint64_t)LONG_MAX));
@@ -382,7 +472,7 @@ static int xfer_setup(struct xfer *x, const char *url, const char *const *header
     if (x->c->flags & HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE) {
         /* libcurl 7.88 fails a second stream on an h2c connection whose first stream ended
          * with trailers (gRPC's always do): "Error in the HTTP2 framing layer". Until a newer
-         * libcurl, each gRPC call gets its own connection. */
+         * libcurl, each gRPC call gets its own connection (over TLS too: the same code). */
         curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
     } else {
         curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);

@@ -36,6 +36,15 @@ enum {
 };
 struct hs_http_client *hs_http_client_new_flags(uv_loop_t *loop, unsigned flags);
 
+/* As hs_http_client_new_flags; https:// requests use `tls` (borrowed for the client's
+ * lifetime; NULL: libcurl's defaults, the system CAs): CA, client certificate and key as
+ * loaded now (core/tls.h; a SIGHUP reload gives new connections the new files), verification,
+ * minimum version, server name. With HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE, https:// means h2 by
+ * ALPN. */
+struct hs_tls_client;
+struct hs_http_client *hs_http_client_new_tls(uv_loop_t *loop, unsigned flags,
+                                              const struct hs_tls_client *tls);
+
 /* POST `body` (borrowed until done fires) to `url` with `headers` ("Name: value" lines,
  * borrowed until done). done fires exactly once, also when the client is closed. Returns 0,
  * HS_ENOMEM, or HS_ECANCELED once close has begun (from a done callback); done is then not

@@ -59,6 +59,7 @@ static void on_handle_closed(uv_handle_t *h)
     free(c->fields);
     free(c->headers);
     hs_http2_free(c->h2);
+    hs_tls_conn_free(c->tls);
     free(c);
     hs_http_server_maybe_done(s);
 }
@@ -117,9 +118,10 @@ static void on_write(uv_write_t *req, int status)
     }
 }
 
-/* One uv_write of head + body, copied so the caller's memory is free at once. */
-static void conn_write(struct hs_http_conn *c, const void *head, size_t hlen, const void *body,
-                       size_t blen)
+/* One uv_write of head + body as they are (no TLS), copied so the caller's memory is free at
+ * once. */
+static void conn_write_raw(struct hs_http_conn *c, const void *head, size_t hlen,
+                           const void *body, size_t blen)
 {
     if (c->closing)
         return;
@@ -143,6 +145,48 @@ static void conn_write(struct hs_http_conn *c, const void *head, size_t hlen, co
         return;
     }
     c->write_pending += len;
+}
+
+/* Sends what TLS has produced (records, alerts, close_notify) in one write. */
+static void conn_tls_flush(struct hs_http_conn *c)
+{
+    size_t len = hs_tls_conn_out_len(c->tls);
+    if (!len || c->closing)
+        return;
+    struct wreq *w = malloc(sizeof(*w) + len);
+    if (!w) {
+        hs_log_error(c->srv->name, "%s: out of memory for %zu bytes of TLS", c->peer, len);
+        conn_close(c);
+        return;
+    }
+    w->conn = c;
+    w->len = hs_tls_conn_out_take(c->tls, w->data, len);
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+        free(w);
+        conn_close(c);
+        return;
+    }
+    c->write_pending += w->len;
+}
+
+/* head + body to the client, through TLS when the connection has it. */
+static void conn_write(struct hs_http_conn *c, const void *head, size_t hlen, const void *body,
+                       size_t blen)
+{
+    if (!c->tls) {
+        conn_write_raw(c, head, hlen, body, blen);
+        return;
+    }
+    if (c->closing)
+        return;
+    if (hs_tls_conn_write(c->tls, head, hlen) != 0 ||
+        (blen && hs_tls_conn_write(c->tls, body, blen) != 0)) {
+        hs_log_debug(c->srv->name, "%s: TLS write failed", c->peer);
+        conn_close(c);
+        return;
+    }
+    conn_tls_flush(c);
 }
 
 /* A header a handler passes must not split the response (CR, LF) or repeat what we set. */
@@ -211,6 +255,12 @@ static void conn_end(struct hs_http_conn *c)
     c->state = HS_HTTP_CONN_DRAIN;
     c->write_paused = false;
     hs_buf_reset(&c->pending); /* not freed: the parser may be reading it right now */
+    if (c->tls) { /* so the client can tell our end from a truncation */
+        hs_tls_conn_close_notify(c->tls);
+        conn_tls_flush(c);
+        if (c->closing)
+            return;
+    }
     c->shutdown.data = c;
     if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
         conn_close(c);
@@ -234,6 +284,12 @@ static void conn_fail(struct hs_http_conn *c, int status, const char *text)
 static void on_idle_timer(uv_timer_t *t)
 {
     struct hs_http_conn *c = t->data;
+    if (c->tls && !hs_tls_conn_established(c->tls)) {
+        hs_tls_server_refused(c->srv->tls, c->peer, "timeout",
+                              "no complete handshake within read_timeout");
+        conn_close(c);
+        return;
+    }
     hs_log_debug(c->srv->name, "%s: idle for idle_timeout, closed", c->peer);
     conn_close(c);
 }
@@ -313,44 +369,136 @@ static void conn_resume(struct hs_http_conn *c)
 
 static bool detect_protocol(struct hs_http_conn *c, const char **data, size_t *len);
 
-static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+/* The client is done sending (EOF, or TLS close_notify). */
+static void conn_eof(struct hs_http_conn *c, bool clean)
 {
-    struct hs_http_conn *c = st->data;
-    if (nread == 0 || c->closing)
-        return;
-    if (nread < 0) {
-        /* A client may half-close after its last request: let our answers out first (the
-         * shutdown's callback closes, once they are written). */
-        if (nread == UV_EOF && c->write_pending) {
-            c->eof = true;
-            c->reading = false;
-            conn_end(c);
-        } else {
-            conn_close(c);
-        }
-        return;
+    /* A client may half-close after its last request: let our answers out first (the
+     * shutdown's callback closes, once they are written). */
+    if (clean && c->write_pending) {
+        c->eof = true;
+        if (c->reading)
+            uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+        conn_end(c);
+    } else {
+        conn_close(c);
     }
-    if (c->stop)
-        return; /* draining */
-    const char *data = buf->base;
-    size_t len = (size_t)nread;
+}
+
+/* Plaintext bytes from the client, to HTTP/2 or the HTTP/1.1 parser. */
+static void conn_input(struct hs_http_conn *c, const char *data, size_t len)
+{
     if (c->h2) {
         hs_http2_recv(c, (const uint8_t *)data, len);
         return;
     }
     if (!c->proto_known && !detect_protocol(c, &data, &len))
         return;
-    if (c->pending.len) { /* not expected: reading stops while bytes are pending */
+    if (c->pending.len) { /* parsing waits for unread responses: keep the bytes in order */
         if (hs_buf_append(&c->pending, data, len)) {
             conn_close(c);
             return;
         }
-        conn_resume(c);
+        if (!c->write_paused)
+            conn_resume(c);
         return;
     }
     size_t used = conn_parse(c, data, len);
     if (used < len && c->write_paused && hs_buf_append(&c->pending, data + used, len - used))
         conn_close(c);
+}
+
+static void on_idle_timer(uv_timer_t *t);
+
+/* A client that speaks plain HTTP to a TLS port is told so in plain HTTP, as Go's net/http
+ * does, instead of a handshake error it cannot read. */
+static void conn_tls_plaintext(struct hs_http_conn *c)
+{
+    static const char answer[] = "HTTP/1.0 400 Bad Request\r\n"
+                                 "Content-Type: text/plain; charset=utf-8\r\n"
+                                 "Connection: close\r\n\r\n"
+                                 "400 this port speaks TLS (client sent plain HTTP)\n";
+    hs_tls_server_refused(c->srv->tls, c->peer, "plaintext", "the client sent plain HTTP");
+    conn_write_raw(c, answer, sizeof(answer) - 1, NULL, 0);
+    hs_tls_conn_free(c->tls); /* conn_end must not add close_notify to a plaintext answer */
+    c->tls = NULL;
+    conn_end(c);
+}
+
+/* The handshake is done: the protocol comes from ALPN ("h2"), else from the first bytes. */
+static bool conn_tls_established(struct hs_http_conn *c)
+{
+    conn_arm(c, c->srv->conf.idle_timeout_ms, on_idle_timer);
+    if (!hs_tls_conn_alpn_h2(c->tls))
+        return true;
+    c->proto_known = true;
+    if (hs_http2_start(c, NULL, 0) != 0) {
+        conn_close(c);
+        return false;
+    }
+    return true;
+}
+
+/* Ciphertext from the client: the handshake, then records whose plaintext goes to
+ * conn_input. */
+static void conn_tls_input(struct hs_http_conn *c, const char *data, size_t len)
+{
+    if (!c->tls_seen) {
+        c->tls_seen = true;
+        if ((uint8_t)data[0] != 0x16) { /* not a TLS handshake record */
+            conn_tls_plaintext(c);
+            return;
+        }
+    }
+    if (hs_tls_conn_feed(c->tls, data, len) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (!hs_tls_conn_established(c->tls)) {
+        int rc = hs_tls_conn_handshake(c->tls);
+        conn_tls_flush(c); /* our flight, or the alert that tells the client why */
+        if (rc < 0) {
+            hs_tls_server_refused(c->srv->tls, c->peer, hs_tls_conn_reason(c->tls),
+                                  hs_tls_conn_detail(c->tls));
+            conn_end(c);
+            return;
+        }
+        if (rc == 0 || c->closing || !conn_tls_established(c))
+            return;
+    }
+    while (!c->closing && !c->stop) {
+        ssize_t n = hs_tls_conn_read(c->tls, c->srv->pbuf, sizeof(c->srv->pbuf));
+        if (n == 0)
+            break;
+        if (n < 0) {
+            conn_tls_flush(c);
+            conn_eof(c, true);
+            return;
+        }
+        conn_input(c, c->srv->pbuf, (size_t)n);
+    }
+    if (c->tls && !c->closing)
+        conn_tls_flush(c); /* e.g. a key update's answer */
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct hs_http_conn *c = st->data;
+    if (nread == 0 || c->closing)
+        return;
+    if (nread < 0) {
+        if (c->tls && !c->stop && !hs_tls_conn_established(c->tls))
+            hs_tls_server_refused(c->srv->tls, c->peer, "eof",
+                                  "the client closed during the handshake");
+        conn_eof(c, nread == UV_EOF);
+        return;
+    }
+    if (c->stop)
+        return; /* draining */
+    if (c->tls)
+        conn_tls_input(c, buf->base, (size_t)nread);
+    else
+        conn_input(c, buf->base, (size_t)nread);
 }
 
 /* Sorts a new connection by its first bytes: the HTTP/2 client preface (h2c with prior
@@ -682,8 +830,17 @@ void hs_http_conn_accept(struct hs_http_server *s)
     }
     peer_name(c);
     uv_tcp_nodelay(&c->tcp, 1);
+    if (s->tls && !(c->tls = hs_tls_conn_new(s->tls))) {
+        hs_log_error(s->name, "%s: out of memory for a TLS connection", c->peer);
+        conn_close(c);
+        return;
+    }
     conn_read(c, true);
-    conn_arm(c, s->conf.idle_timeout_ms, on_idle_timer);
+    /* the handshake is bytes a slow client could dribble: it has read_timeout, as a request */
+    uint64_t first = s->conf.idle_timeout_ms;
+    if (c->tls && s->conf.read_timeout_ms && (!first || s->conf.read_timeout_ms < first))
+        first = s->conf.read_timeout_ms;
+    conn_arm(c, first, on_idle_timer);
 }
 
 void hs_http_conn_server_closing(struct hs_http_conn *c)

@@ -39,8 +39,22 @@ const struct hs_config_field hs_http_server_fields_common[] = {
      offsetof(struct hs_http_server_config, max_concurrent_streams), "100", .min = 1,
      .max = 10000,
      .doc = "HTTP/2 requests in flight on one connection (SETTINGS_MAX_CONCURRENT_STREAMS)"},
+    {"tls", HS_CFG_SECTION, offsetof(struct hs_http_server_config, tls), NULL,
+     .sub = hs_tls_server_fields, .has_presence = true,
+     .presence_offset = offsetof(struct hs_http_server_config, tls_enabled),
+     .doc = "serve TLS only: HTTP/2 by ALPN \"h2\", else HTTP/1.1 (gRPC ports: h2 only); files "
+            "reloaded on SIGHUP"},
     {0},
 };
+
+int hs_http_server_config_check(const struct hs_http_server_config *cf,
+                                const struct hs_config_node *listener, const char *path,
+                                struct hs_error *err)
+{
+    if (!cf->tls_enabled)
+        return 0;
+    return hs_tls_server_check(&cf->tls, hs_config_get(listener, "tls"), path, err);
+}
 
 static const struct {
     int status;
@@ -169,8 +183,16 @@ static void log_listening(struct hs_http_server *s)
     }
 }
 
+/* Where TLS refusals are counted for servers started without a registry (the receivers): the
+ * first one given, cleared when its server goes. */
+static struct hs_metrics *fallback_metrics;
+static const struct hs_http_server *fallback_owner;
+
 static void server_free(struct hs_http_server *s)
 {
+    if (fallback_owner == s)
+        fallback_metrics = NULL, fallback_owner = NULL;
+    hs_tls_server_free(s->tls);
     hs_buf_free(&s->scratch);
     free(s->name);
     free(s);
@@ -232,6 +254,7 @@ static void apply_config(struct hs_http_server *s, const struct hs_http_server_c
 {
     s->conf = *cf;
     s->conf.endpoint = NULL;
+    s->conf.tls = (struct hs_tls_server_config){0}; /* the caller's strings; s->tls has copies */
     if (!s->conf.max_request_body_size)
         s->conf.max_request_body_size = 20u << 20;
     if (!s->conf.max_connections)
@@ -255,13 +278,30 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
         return HS_EINVAL;
     }
     pthread_once(&parser_once, parser_setup);
+    struct hs_metrics *m = opts->metrics ? opts->metrics : fallback_metrics;
+    struct hs_tls_server *tls = NULL;
+    /* the files are loaded before the socket exists, so a bad one leaves nothing open */
+    int rc = cf->tls_enabled ? hs_tls_server_new(&cf->tls, name,
+                                                 opts->versions == HS_HTTP_H2C_ONLY
+                                                     ? HS_TLS_ALPN_H2_ONLY
+                                                     : HS_TLS_ALPN_H2_HTTP1,
+                                                 m, &tls, err)
+                             : 0;
+    if (rc)
+        return rc;
     int fd = -1;
-    int rc = open_endpoint(loop, host, port, &fd);
+    rc = open_endpoint(loop, host, port, &fd);
     if (rc) {
+        hs_tls_server_free(tls);
         hs_error_addf(err, "%s: cannot listen on %s: %s", name, cf->endpoint, uv_strerror(rc));
         return rc;
     }
     struct hs_http_server *s = hs_xcalloc(1, sizeof(*s));
+    s->tls = tls;
+    if (opts->metrics && !fallback_metrics) {
+        fallback_metrics = opts->metrics;
+        fallback_owner = s;
+    }
     s->loop = loop;
     s->name = hs_xstrdup(name);
     s->handler = opts->handler;
@@ -285,6 +325,9 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
         goto fail;
     }
     log_listening(s);
+    if (s->tls)
+        hs_log_info(s->name, "TLS on port %d (%s%s)", s->port, cf->tls.cert_file,
+                    cf->tls.client_ca_file ? ", client certificates required" : "");
     *out = s;
     return 0;
 fail:

@@ -1,7 +1,8 @@
-/* http_server.h: an HTTP/1.1 and HTTP/2 (h2c, prior knowledge) server on libuv, http_parser and
- * nghttp2, generic over handlers: keep-alive, chunked bodies, Expect: 100-continue, connection
- * and time limits, body size limit (an oversized Content-Length is answered 413 at once, without
- * reading the body); on HTTP/2, concurrent streams, each one request to the same handler. */
+/* http_server.h: an HTTP/1.1 and HTTP/2 (h2c with prior knowledge, or h2 by ALPN over TLS)
+ * server on libuv, http_parser and nghttp2, generic over handlers: keep-alive, chunked bodies,
+ * Expect: 100-continue, connection and time limits, body size limit (an oversized
+ * Content-Length is answered 413 at once, without reading the body); on HTTP/2, concurrent
+ * streams, each one request to the same handler. TLS: a `tls:` section (core/tls.h). */
 #ifndef HS_HTTP_SERVER_H
 #define HS_HTTP_SERVER_H
 
@@ -12,6 +13,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "tls.h"
 
 struct hs_http_server;
 struct hs_http_conn;
@@ -60,12 +62,22 @@ struct hs_http_server_config {
     uint32_t max_connections;
     uint64_t max_header_size;   /* bytes of request line + headers (a SIZE field: 64 bits) */
     uint32_t max_concurrent_streams; /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS */
+    bool tls_enabled;           /* a `tls:` section was written: the port speaks only TLS */
+    struct hs_tls_server_config tls;
 };
 
 /* The declared fields for the struct above, to be embedded in a component's field table as an
  * HS_CFG_SECTION's .sub (otelcol's confighttp.ServerConfig). `default_endpoint` differs per
  * listener, so callers declare the endpoint row themselves and reuse the rest: */
 extern const struct hs_config_field hs_http_server_fields_common[]; /* all but endpoint */
+
+/* Checks what start cannot take back (today: the TLS files) at create time, so a bad file is
+ * a positioned config error (FILE:LINE:COL) that `hotspan validate` reports too. `listener` is
+ * the YAML map the config was decoded from (e.g. protocols.http), `path` its key path.
+ * Returns 0 or HS_EINVAL. */
+int hs_http_server_config_check(const struct hs_http_server_config *cf,
+                                const struct hs_config_node *listener, const char *path,
+                                struct hs_error *err);
 
 /* Which protocols a listener speaks. Every connection starts as HTTP/1.1 unless its first 24
  * bytes are the HTTP/2 client preface (h2c with prior knowledge, RFC 9113 §3.3). */
@@ -80,6 +92,9 @@ struct hs_http_server_opts {
     hs_http_handler handler;
     void *ud;
     enum hs_http_versions versions;
+    /* where TLS handshake failures are counted; NULL: the registry of the first server
+     * started with one (the admin endpoint starts before every component) */
+    struct hs_metrics *metrics;
 };
 
 /* Binds and listens. Returns 0, or a negative libuv/HS code with a message in err. */

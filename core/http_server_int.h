@@ -6,7 +6,8 @@
  * above it is http_parser (HTTP/1.1) or, once the client preface is seen, an nghttp2 session
  * (hs_http2_*), which only ever sees plaintext bytes. A TLS transport goes between the two:
  * decrypt in on_read before the protocol sees bytes, encrypt in hs_http_conn_write, and on ALPN
- * "h2" call hs_http2_start with no preface bytes yet read. */
+ * "h2" call hs_http2_start with no preface bytes yet read. That is what http_conn.c does when
+ * the server has a TLS context (core/tls.h): conn_tls_input and conn_write. */
 #ifndef HS_HTTP_SERVER_INT_H
 #define HS_HTTP_SERVER_INT_H
 
@@ -18,12 +19,14 @@
 #include "buf.h"
 #include "http_server.h"
 #include "log.h"
+#include "tls.h"
 
 #define HS_HTTP_READ_SIZE 65536        /* one read; the buffer is shared per server */
 #define HS_HTTP_WRITE_HIGH (1u << 20)  /* unread response bytes that stop our reading */
 #define HS_HTTP_WRITE_LOW (256u << 10) /* ... and that resume it */
 #define HS_HTTP_MAX_HEADERS 512        /* header lines in one request */
 #define HS_HTTP_LINGER_MS 5000         /* longest wait for a client's EOF after our last write */
+#define HS_HTTP_TLS_CHUNK 16384        /* one TLS record's plaintext, at most */
 
 struct hs_http_server {
     uv_loop_t *loop;
@@ -42,7 +45,9 @@ struct hs_http_server {
     void *done_ud;
     struct hs_ratelimit full_log;
     struct hs_buf scratch; /* a response head being formatted */
+    struct hs_tls_server *tls; /* NULL: plaintext */
     char rbuf[HS_HTTP_READ_SIZE];
+    char pbuf[HS_HTTP_TLS_CHUNK]; /* decrypted bytes on their way to the protocol */
 };
 
 struct hs_http2;
@@ -90,6 +95,8 @@ struct hs_http_conn {
     uint8_t first[24];
     size_t first_len;
     struct hs_http2 *h2; /* set once the connection speaks HTTP/2 */
+    struct hs_tls_conn *tls; /* set on a TLS listener: bytes pass through it both ways */
+    bool tls_seen;           /* the first byte was read (and was a TLS handshake record) */
 };
 
 #define HS_HTTP2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -1,5 +1,6 @@
-/* metrics.c: a small registry of counters and gauges, kept in families so /metrics prints HELP and
- * TYPE once per name (Prometheus text format 0.0.4). Single-threaded: owned by the main loop. */
+/* metrics.c: a small registry of counters, gauges and histograms, kept in families so /metrics
+ * prints HELP and TYPE once per name (Prometheus text format 0.0.4), and the health sources.
+ * Single-threaded: owned by the main loop. */
 #include "metrics.h"
 
 #include <stdlib.h>
@@ -12,12 +13,13 @@
 #include "log.h"
 #include <stdio.h>
 
-enum series_kind { SERIES_COUNTER, SERIES_GAUGE };
+enum series_kind { SERIES_COUNTER, SERIES_GAUGE, SERIES_HISTOGRAM };
 
 struct series {
     struct series *next;
     char *labels;
     struct hs_counter counter;
+    struct hs_histogram *hist;
     hs_gauge_fn fn;
     void *ud;
 };
@@ -30,8 +32,16 @@ struct family {
     struct series *series, **tail;
 };
 
+struct health_source {
+    struct health_source *next;
+    char *component;
+    const struct hs_health *h;
+    void *ud;
+};
+
 struct hs_metrics {
     struct family *families, **tail;
+    struct health_source *health, **health_tail;
     struct hs_ratelimit drop_log;
 };
 
@@ -39,6 +49,7 @@ struct hs_metrics *hs_metrics_new(void)
 {
     struct hs_metrics *m = hs_xcalloc(1, sizeof(*m));
     m->tail = &m->families;
+    m->health_tail = &m->health;
     m->drop_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 10);
     return m;
 }
@@ -52,11 +63,17 @@ void hs_metrics_free(struct hs_metrics *m)
         for (struct series *s = f->series, *sn; s; s = sn) {
             sn = s->next;
             free(s->labels);
+            free(s->hist);
             free(s);
         }
         free(f->name);
         free(f->help);
         free(f);
+    }
+    for (struct health_source *h = m->health, *hn; h; h = hn) {
+        hn = h->next;
+        free(h->component);
+        free(h);
     }
     free(m);
 }
@@ -97,6 +114,54 @@ struct hs_counter *hs_metrics_counter(struct hs_metrics *m, const char *name, co
     return &series_add(f, l)->counter;
 }
 
+struct hs_histogram *hs_metrics_histogram(struct hs_metrics *m, const char *name, const char *help,
+                                          const char *labels, const double *bounds,
+                                          size_t nbounds)
+{
+    struct family *f = family_get(m, name, help, SERIES_HISTOGRAM);
+    const char *l = labels ? labels : "";
+    for (struct series *s = f->series; s; s = s->next)
+        if (strcmp(s->labels, l) == 0)
+            return s->hist;
+    struct series *s = series_add(f, l);
+    s->hist = hs_xcalloc(1, sizeof(*s->hist));
+    s->hist->nbounds = (uint32_t)HS_MIN(nbounds, (size_t)HS_HISTOGRAM_MAX_BOUNDS);
+    memcpy(s->hist->bounds, bounds, s->hist->nbounds * sizeof(*bounds));
+    return s->hist;
+}
+
+void hs_histogram_observe(struct hs_histogram *h, double v)
+{
+    uint32_t i = 0;
+    while (i < h->nbounds && v > h->bounds[i])
+        i++;
+    h->buckets[i]++;
+    h->count++;
+    h->sum += v;
+}
+
+/* _bucket lines are cumulative, as Prometheus wants them; `le` joins the series' labels. */
+static int render_histogram(struct hs_buf *out, const char *name, const struct series *s)
+{
+    const struct hs_histogram *h = s->hist;
+    const char *sep = s->labels[0] ? "," : "";
+    uint64_t cum = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i <= h->nbounds; i++) {
+        cum += h->buckets[i];
+        char le[32] = "+Inf";
+        if (i < h->nbounds)
+            snprintf(le, sizeof(le), "%.17g", h->bounds[i]);
+        rc |= hs_buf_printf(out, "hotspan_%s_bucket{%s%sle=\"%s\"} %llu\n", name, s->labels, sep, le,
+                            (unsigned long long)cum);
+    }
+    const char *open = s->labels[0] ? "{" : "", *close = s->labels[0] ? "}" : "";
+    rc |= hs_buf_printf(out, "hotspan_%s_sum%s%s%s %.17g\nhotspan_%s_count%s%s%s %llu\n", name,
+                        open, s->labels, close, h->sum, name, open, s->labels, close,
+                        (unsigned long long)h->count);
+    return rc;
+}
+
 void hs_metrics_gauge(struct hs_metrics *m, const char *name, const char *help, const char *labels,
                       hs_gauge_fn fn, void *ud)
 {
@@ -123,6 +188,18 @@ void hs_metrics_gauge_remove(struct hs_metrics *m, void *ud)
         while (*f->tail)
             f->tail = &(*f->tail)->next;
     }
+    struct health_source **pp = &m->health;
+    while (*pp) {
+        struct health_source *h = *pp;
+        if (h->ud == ud) {
+            *pp = h->next;
+            free(h->component);
+            free(h);
+        } else {
+            pp = &h->next;
+        }
+    }
+    m->health_tail = pp;
 }
 
 int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out)
@@ -131,11 +208,14 @@ int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out)
     for (struct family *f = m->families; f && rc == 0; f = f->next) {
         if (!f->series)
             continue;
+        static const char *const types[] = {"counter", "gauge", "histogram"};
         rc |= hs_buf_printf(out, "# HELP hotspan_%s %s\n# TYPE hotspan_%s %s\n", f->name, f->help,
-                            f->name, f->kind == SERIES_COUNTER ? "counter" : "gauge");
+                            f->name, types[f->kind]);
         for (struct series *s = f->series; s; s = s->next) {
             const char *open = s->labels[0] ? "{" : "", *close = s->labels[0] ? "}" : "";
-            if (f->kind == SERIES_COUNTER)
+            if (f->kind == SERIES_HISTOGRAM)
+                rc |= render_histogram(out, f->name, s);
+            else if (f->kind == SERIES_COUNTER)
                 rc |= hs_buf_printf(out, "hotspan_%s%s%s%s %llu\n", f->name, open, s->labels, close,
                                     (unsigned long long)s->counter.value);
             else
@@ -184,4 +264,54 @@ void hs_metrics_drop(struct hs_metrics *m, const char *component, const char *re
     if (hs_ratelimit_allow(&m->drop_log, hs_now_ms(), &suppressed))
         hs_log_warn(component, "dropped %llu items: %s (%u similar messages suppressed)",
                     (unsigned long long)items, reason, suppressed);
+}
+
+/* ---- health sources --------------------------------------------------------------------- */
+
+void hs_health_failed(struct hs_health *h, uint64_t now_ms, const char *error)
+{
+    if (!h->failing_since_ms) {
+        /* 0 means healthy, so a failure at the clock's very first millisecond is moved by one */
+        h->failing_since_ms = now_ms ? now_ms : 1;
+        h->failing_since_wall_ms = hs_wall_ns() / 1000000u;
+    }
+    h->last_failure_ms = HS_MAX(now_ms, h->failing_since_ms);
+    if (error)
+        snprintf(h->last_error, sizeof(h->last_error), "%s", error);
+}
+
+void hs_health_ok(struct hs_health *h, uint64_t now_ms)
+{
+    h->failing_since_ms = 0;
+    h->failing_since_wall_ms = 0;
+    h->last_failure_ms = 0;
+    h->last_success_ms = now_ms;
+    h->last_error[0] = '\0';
+}
+
+double hs_health_failing_seconds(const struct hs_health *h, uint64_t now_ms)
+{
+    uint64_t end = h->pending ? HS_MAX(now_ms, h->last_failure_ms) : h->last_failure_ms;
+    if (!h->failing_since_ms || end < h->failing_since_ms)
+        return 0;
+    return (double)(end - h->failing_since_ms) / 1000.0;
+}
+
+void hs_metrics_health(struct hs_metrics *m, const char *component, const struct hs_health *h,
+                       void *ud)
+{
+    struct health_source *src = hs_xcalloc(1, sizeof(*src));
+    src->component = hs_xstrdup(component);
+    src->h = h;
+    src->ud = ud;
+    *m->health_tail = src;
+    m->health_tail = &src->next;
+}
+
+size_t hs_metrics_health_each(struct hs_metrics *m, hs_health_visit_fn fn, void *arg)
+{
+    size_t n = 0;
+    for (const struct health_source *src = m->health; src; src = src->next, n++)
+        fn(arg, src->component, src->h);
+    return n;
 }

@@ -105,6 +105,7 @@ struct hs_sender {
     void *done_ud;
     struct hs_ratelimit log_rl;
     struct hs_counter *sent, *failed, *enqueue_failed, *retries;
+    struct hs_health health; /* failing since when: /healthz/ready and exporter_failing_seconds */
     /* with storage */
     struct hs_queue_store *store;
     struct hs_ratelimit store_rl;
@@ -194,6 +195,11 @@ static double gauge_queue_bytes(void *ud)
     return (double)((struct hs_sender *)ud)->held_bytes;
 }
 
+static double gauge_failing_seconds(void *ud)
+{
+    return hs_health_failing_seconds(&((struct hs_sender *)ud)->health, hs_now_ms());
+}
+
 static void storage_metrics_register(struct hs_sender *s, struct hs_metrics *m, const char *labels)
 {
     char name[96], help[160], l[300];
@@ -240,6 +246,10 @@ static void metrics_register(struct hs_sender *s, struct hs_metrics *m)
                      gauge_queue_capacity, s);
     hs_metrics_gauge(m, "exporter_queue_bytes", "Bytes of the batches held", labels,
                      gauge_queue_bytes, s);
+    hs_metrics_gauge(m, "exporter_failing_seconds",
+                     "Seconds every send attempt has been failing (0: the last one succeeded)",
+                     labels, gauge_failing_seconds, s);
+    hs_metrics_health(m, s->opt.id, &s->health, s);
     if (s->opt.queue->storage)
         storage_metrics_register(s, m, labels);
 }
@@ -252,6 +262,7 @@ static void queue_append(struct hs_sender *s, struct entry *e)
     s->tail = &e->next;
     s->held++;
     s->held_bytes += e->bytes;
+    s->health.pending = true;
 }
 
 /* A record found at start: queued as it was left (parts already settled are skipped). */
@@ -301,7 +312,7 @@ int hs_sender_start(struct hs_sender *s, uv_loop_t *loop, struct hs_metrics *m)
             return rc;
         }
     }
-    s->client = hs_http_client_new_flags(loop, s->opt.client_flags);
+    s->client = hs_http_client_new_tls(loop, s->opt.client_flags, s->opt.tls);
     if (!s->client) {
         hs_metrics_gauge_remove(m, s);
         return HS_ENOMEM;
@@ -484,6 +495,7 @@ static void slot_settle(struct slot *sl)
     hs_buf_free(&sl->rec); /* up to a whole batch: not kept for the next item */
     s->held--;
     s->held_bytes -= e->bytes;
+    s->health.pending = s->held > 0;
     entry_free(s, e);
     sl->entry = NULL;
 }
@@ -637,6 +649,25 @@ static void slot_permanent(struct slot *sl, const struct hs_http_result *res)
 
 static void sender_progress(struct hs_sender *s);
 
+/* Every answer moves the exporter's health: any success ends a failing period, any failure
+ * (transport, retryable or permanent: the backend took nothing) starts one if none runs. */
+static void health_note(struct hs_sender *s, bool ok, const struct hs_http_result *res)
+{
+    uint64_t now = hs_now_ms();
+    if (ok) {
+        hs_health_ok(&s->health, now);
+        return;
+    }
+    char why[HS_HEALTH_ERROR_LEN];
+    if (res->status && res->error)
+        snprintf(why, sizeof(why), "HTTP %d: %s", res->status, res->error);
+    else if (res->status)
+        snprintf(why, sizeof(why), "HTTP %d", res->status);
+    else
+        snprintf(why, sizeof(why), "%s", res->error ? res->error : "no answer");
+    hs_health_failed(&s->health, now, why);
+}
+
 static void on_response(void *ud, const struct hs_http_result *in)
 {
     struct slot *sl = ud;
@@ -645,7 +676,9 @@ static void on_response(void *ud, const struct hs_http_result *in)
     int v = s->opt.hooks.classify ? s->opt.hooks.classify(s->opt.ud, &sl->req, res) : 0;
     int st = res->status;
     sl->in_flight = false;
-    if (v == HS_SENDER_SENT || (!v && st >= 200 && st < 300))
+    bool ok = v == HS_SENDER_SENT || (!v && st >= 200 && st < 300);
+    health_note(s, ok, res);
+    if (ok)
         slot_sent(sl, res);
     else if (v == HS_SENDER_RETRY ||
              (!v && (st == 0 || st == 429 || st == 502 || st == 503 || st == 504))) {
@@ -735,6 +768,7 @@ static void storage_finish(struct hs_sender *s)
                     (unsigned long long)s->held_bytes, hs_queue_store_path(s->store));
     s->held = 0;
     s->held_bytes = 0;
+    s->health.pending = false;
     hs_queue_store_close(s->store);
     s->store = NULL;
 }

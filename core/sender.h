@@ -102,6 +102,7 @@ struct hs_sender_options {
     const struct hs_sender_retry_config *retry; /* borrowed */
     uint64_t timeout_ms;                        /* of one request */
     unsigned client_flags; /* hs_http_client_new_flags: HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE */
+    const struct hs_tls_client *tls; /* https:// TLS files (core/tls.h); borrowed, may be NULL */
     /* With storage: the exporter's base URL and fixed "Name: value" lines, borrowed for the
      * sender's lifetime (see above). */
     const char *url;

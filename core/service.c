@@ -29,10 +29,27 @@ static const struct hs_config_field pipeline_fields[] = {
     {0},
 };
 
+/* otelcol's health_check extension kept exporter failures out of readiness unless asked
+ * (check_collector_pipeline); here the threshold is on by default, at otelcol's interval. */
+struct health_config {
+    uint64_t exporter_failure_threshold_ms;
+};
+
+static const struct hs_config_field health_fields[] = {
+    {"exporter_failure_threshold", HS_CFG_DURATION,
+     offsetof(struct health_config, exporter_failure_threshold_ms), "5m", .min = 0,
+     .max = 7 * 86400000LL,
+     .doc = "/healthz/ready (and /healthz) answer 503 once every send attempt of an exporter "
+            "has failed for this long with no success since; 0 = exporters never make it "
+            "unready"},
+    {0},
+};
+
 struct telemetry_config {
     char *admin;
     char *log_level;
     char *log_format;
+    struct health_config health;
 };
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
@@ -40,11 +57,14 @@ static const char *const log_formats[] = {"logfmt", "json", NULL};
 
 static const struct hs_config_field telemetry_fields[] = {
     {"admin", HS_CFG_ENDPOINT, offsetof(struct telemetry_config, admin), "127.0.0.1:13133",
-     .doc = "admin endpoint: /healthz and /metrics"},
+     .doc = "admin endpoint: /healthz, /healthz/live, /healthz/ready, /metrics (and /ui)"},
     {"log_level", HS_CFG_ENUM, offsetof(struct telemetry_config, log_level), "info",
      .choices = log_levels, .doc = "least severe level logged"},
     {"log_format", HS_CFG_ENUM, offsetof(struct telemetry_config, log_format), "logfmt",
      .choices = log_formats, .doc = "log line format"},
+    {"health", HS_CFG_SECTION, offsetof(struct telemetry_config, health), NULL,
+     .sub = health_fields,
+     .doc = "what makes /healthz/ready answer 503 besides start-up and shutdown"},
     {0},
 };
 
@@ -651,6 +671,8 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
 
     /* the admin endpoint first, so components can add pages to it (hs_admin_route) */
     int rc = hs_admin_start(loop, s->tel.admin, s->metrics, &s->admin, err);
+    if (!rc)
+        hs_admin_set_failure_threshold(s->admin, s->tel.health.exporter_failure_threshold_ms);
     /* downstream first: exporters, then processors back to front, then receivers */
     for (size_t i = 0; i < s->nexporters && !rc; i++)
         rc = start_one(s, &s->exporters[i], err);
@@ -660,9 +682,11 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
             rc = start_one(s, s->pipelines[i].procs[j], err);
     for (size_t i = 0; i < s->nreceivers && !rc; i++)
         rc = start_one(s, &s->receivers[i], err);
-    if (!rc)
+    if (!rc) {
+        hs_admin_set_ready(s->admin, true); /* /healthz/ready answered 503 until now */
         hs_log_info(NULL, "hotspan %s started: %zu receivers, %zu pipelines, %zu exporters",
                     HS_VERSION, s->nreceivers, s->npipelines, s->nexporters);
+    }
     return rc;
 }
 

@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/sender.h"
+#include "core/tls.h"
 #include "pdata/profiles.h"
 #include "push/v1/push.pb-c.h"
 
@@ -40,6 +41,7 @@ struct pyro_config {
     uint64_t timeout_ms;
     struct hs_sender_queue_config queue;
     struct hs_sender_retry_config retry;
+    struct hs_tls_client_config tls;
 };
 
 static const struct hs_config_field basic_auth_fields[] = {
@@ -80,6 +82,9 @@ static const struct hs_config_field pyro_fields[] = {
     {"retry_on_failure", HS_CFG_SECTION, offsetof(struct pyro_config, retry), NULL,
      .sub = hs_sender_retry_fields,
      .doc = "exponential backoff with jitter, honouring Retry-After"},
+    {"tls", HS_CFG_SECTION, offsetof(struct pyro_config, tls), NULL, .sub = hs_tls_client_fields,
+     .doc = "TLS for an https:// endpoint (CA, client certificate for mTLS, verification); "
+            "reloaded on SIGHUP"},
     {0},
 };
 
@@ -93,6 +98,7 @@ struct pyro_exp {
     size_t header_count;
     uint64_t boundary_seq;
     struct hs_sender *sender;
+    struct hs_tls_client *tls; /* the files of conf.tls */
     bool closing;
     hs_done_cb done;
 };
@@ -150,6 +156,7 @@ static void pyro_free(struct pyro_exp *e)
         free(e->headers[i]);
     free(e->headers);
     free(e->url);
+    hs_tls_client_free(e->tls);
     hs_config_free_fields(pyro_fields, &e->conf);
     free(e);
 }
@@ -159,6 +166,9 @@ static int pyro_create(const struct hs_config_node *cfg, const char *path,
 {
     struct pyro_exp *e = hs_xcalloc(1, sizeof(*e));
     if (hs_config_decode(pyro_fields, cfg, &e->conf, path, err) != 0)
+        goto fail;
+    /* the files are read now, so a missing or broken one is an error at its key */
+    if (hs_tls_client_new(&e->conf.tls, hs_config_get(cfg, "tls"), path, &e->tls, err) != 0)
         goto fail;
     e->ingest = strcmp(e->conf.protocol, "ingest") == 0;
     e->gzip = !e->ingest && strcmp(e->conf.compression, "gzip") == 0;
@@ -395,6 +405,7 @@ static struct hs_sender *pyro_sender(struct pyro_exp *e)
             .url = e->url,
             .headers = (const char *const *)e->headers,
             .header_count = e->header_count,
+            .tls = e->tls,
             .hooks = {.encode = pyro_encode, .release = pyro_release},
             .ud = e,
         });

@@ -307,6 +307,11 @@ static double gauge_rss(void *ud)
     return (double)((struct ml *)ud)->rss;
 }
 
+static double gauge_refusing(void *ud)
+{
+    return ((struct ml *)ud)->over_soft ? 1 : 0;
+}
+
 /* Fixes the limits in bytes. Percentages need the machine's memory, which is read here rather
  * than in create (no I/O there). Returns 0 or HS_EINVAL when it cannot be known. */
 static int ml_limits(struct ml *m)
@@ -350,6 +355,9 @@ static int ml_start(struct hs_component *c, const struct hs_host *host)
                      "Resident memory above which freed heap is given back", labels, gauge_hard, m);
     hs_metrics_gauge(host->metrics, "processor_memory_limiter_rss_bytes",
                      "The last resident memory reading", labels, gauge_rss, m);
+    hs_metrics_gauge(host->metrics, "processor_memory_limiter_refusing",
+                     "1 while memory use is above the soft limit and data is refused, else 0",
+                     labels, gauge_refusing, m);
     m->metrics = host->metrics;
     uv_timer_init(host->loop, &m->timer);
     m->timer.data = m;

@@ -291,6 +291,8 @@ static const char *body_of(struct fixture *fx, size_t i)
     return (const char *)r->body;
 }
 
+static const struct hs_health *health(struct fixture *fx);
+
 /* ---- tests ------------------------------------------------------------------------------ */
 
 static void test_queue_bound(void **state)
@@ -365,6 +367,80 @@ static void test_permanent_error(void **state)
     assert_int_equal(sent(fx), 0);
     assert_int_equal(counter(fx, "exporter_retries_total"), 0);
     assert_int_equal(sink_count(&fx->sink), 1);
+    /* one refused request and nothing more to try: failing, but not for any length of time */
+    const struct hs_health *h = health(fx);
+    assert_true(h->failing_since_ms != 0);
+    assert_non_null(strstr(h->last_error, "HTTP 400"));
+    assert_false(h->pending);
+    assert_true(hs_health_failing_seconds(h, h->failing_since_ms + 3600000) == 0);
+}
+
+static void find_health(void *arg, const char *component, const struct hs_health *h)
+{
+    if (strcmp(component, ID) == 0)
+        *(const struct hs_health **)arg = h;
+}
+
+static const struct hs_health *health(struct fixture *fx)
+{
+    const struct hs_health *h = NULL;
+    hs_metrics_health_each(fx->m, find_health, &h);
+    return h;
+}
+
+static bool health_failing(struct fixture *fx)
+{
+    return health(fx)->failing_since_ms != 0;
+}
+
+/* The exporter's health source: failing from the first failed attempt (the text says why),
+ * healthy again at the first success, gone from the registry once the sender has stopped. */
+static void test_health_failing_then_ok(void **state)
+{
+    struct fixture *fx = *state;
+    make_sender(fx, "retry_on_failure: {initial_interval: 10ms}\n");
+    start(fx, true);
+    assert_non_null(health(fx));
+    assert_false(health_failing(fx));
+    sink_push(&fx->sink, 503, NULL, "busy", 4);
+    sink_push(&fx->sink, 502, NULL, "bad", 3);
+    assert_int_equal(submit(fx, item(fx, 1, 2)), 0);
+    run_until(fx, health_failing);
+    uint64_t since = health(fx)->failing_since_ms;
+    assert_non_null(strstr(health(fx)->last_error, "HTTP 50"));
+    assert_true(health(fx)->failing_since_wall_ms > 0);
+    run_until(fx, all_released);
+    assert_int_equal(sent(fx), 2);
+    assert_int_equal(sink_count(&fx->sink), 3);
+    assert_int_equal(health(fx)->failing_since_ms, 0);
+    assert_false(health(fx)->pending); /* nothing held */
+    assert_true(health(fx)->last_success_ms >= since);
+    assert_string_equal(health(fx)->last_error, "");
+    sender_stop(fx);
+    const struct hs_health *h = NULL;
+    assert_int_equal(hs_metrics_health_each(fx->m, find_health, &h), 0);
+}
+
+/* A backend that refuses to connect: the failing period starts at the first attempt and is
+ * not moved by later failures, so its length grows while the backend stays down. */
+static void test_health_since_first_failure(void **state)
+{
+    struct fixture *fx = *state;
+    make_sender(fx,
+                "sending_queue: {num_consumers: 1}\n"
+                "retry_on_failure: {initial_interval: 5ms, multiplier: 1, max_elapsed_time: 0}\n");
+    start(fx, false);
+    assert_int_equal(submit(fx, item(fx, 1, 1)), 0);
+    run_until(fx, health_failing);
+    uint64_t since = health(fx)->failing_since_ms;
+    uint64_t retries = counter(fx, "exporter_retries_total");
+    while (counter(fx, "exporter_retries_total") < retries + 3 && !fx->timed_out)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    assert_int_equal(health(fx)->failing_since_ms, since);
+    assert_true(health(fx)->last_error[0] != '\0');
+    assert_true(health(fx)->pending); /* the item waits for its next attempt */
+    assert_true(health(fx)->last_failure_ms > since);
+    fx->retry.max_elapsed_ms = 1; /* give up, so shutdown can finish */
 }
 
 static void test_parts_settle_one_by_one(void **state)
@@ -646,6 +722,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retry_after_then_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_after_honoured, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_health_failing_then_ok, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_health_since_first_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parts_settle_one_by_one, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headers_and_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_drains, setup, teardown),

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "core/buf.h"
 #include "core/component.h"
 #include "core/config.h"
 #include "core/metrics.h"
@@ -107,6 +108,57 @@ static void test_receiver_needs_a_protocol(void **state)
     hs_error_free(&err);
 }
 
+/* service.telemetry.health: otelcol's health_check shape, declared, bounded and documented. */
+static void test_health_threshold_key(void **state)
+{
+    struct hs_error err = {0};
+    const char *ok = "exporters:\n"
+                     "  debug:\n"
+                     "receivers:\n"
+                     "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n"
+                     "service:\n"
+                     "  telemetry: {health: {exporter_failure_threshold: 0}}\n"
+                     "  pipelines:\n"
+                     "    traces: {receivers: [otlp], exporters: [debug]}\n";
+    assert_int_equal(load(ok, &err, NULL), 0);
+    assert_int_equal(err.count, 0);
+    const char *bad = "exporters:\n"
+                      "  debug:\n"
+                      "receivers:\n"
+                      "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n"
+                      "service:\n"
+                      "  telemetry:\n"
+                      "    health: {exporter_failure_treshold: 1m}\n"
+                      "    admin: 127.0.0.1:0\n"
+                      "  pipelines:\n"
+                      "    traces: {receivers: [otlp], exporters: [debug]}\n";
+    assert_int_equal(load(bad, &err, NULL), HS_EINVAL);
+    assert_int_equal(err.count, 1);
+    assert_non_null(strstr(err.lines[0], "t.yaml:7:"));
+    assert_non_null(strstr(err.lines[0], "exporter_failure_treshold: unknown key"));
+    hs_error_free(&err);
+    const char *worse = "exporters:\n"
+                        "  debug:\n"
+                        "receivers:\n"
+                        "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n"
+                        "service:\n"
+                        "  telemetry: {health: {exporter_failure_threshold: 5 minutes}}\n"
+                        "  pipelines:\n"
+                        "    traces: {receivers: [otlp], exporters: [debug]}\n";
+    assert_int_equal(load(worse, &err, NULL), HS_EINVAL);
+    assert_int_equal(err.count, 1);
+    assert_non_null(strstr(err.lines[0], "t.yaml:6:"));
+    assert_non_null(
+        strstr(err.lines[0], "service.telemetry.health.exporter_failure_threshold: "));
+    hs_error_free(&err);
+    struct hs_buf ref = {0};
+    hs_service_reference(&ref);
+    hs_buf_putc(&ref, '\0');
+    assert_non_null(strstr((char *)ref.data, "`telemetry.health.exporter_failure_threshold`"));
+    assert_non_null(strstr((char *)ref.data, "`5m`"));
+    hs_buf_free(&ref);
+}
+
 /* A minimal config for every registered type; a type missing here fails the test, so each new
  * component gets its lifecycle checked. */
 static const struct {
@@ -194,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_valid_graph),
         cmocka_unit_test(test_every_error_at_once),
         cmocka_unit_test(test_receiver_needs_a_protocol),
+        cmocka_unit_test(test_health_threshold_key),
         cmocka_unit_test(test_lifecycle_of_every_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
