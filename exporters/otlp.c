@@ -1,6 +1,6 @@
 /* otlp.c: the `otlp` / `otlphttp` exporter: batches sent as OTLP/HTTP (protobuf or JSON, gzip)
- * or OTLP/gRPC (h2c, gzip) to a backend such as Tempo, through a bounded queue, a fixed number
- * of concurrent requests and retries with backoff per wire.md §2, §3 (otelcol's otlp and
+ * or OTLP/gRPC (h2c or TLS, gzip) to a backend such as Tempo, through a bounded queue, a fixed
+ * number of concurrent requests and retries with backoff per wire.md §2, §3 (otelcol's otlp and
  * otlphttp exporters and their helper). */
 #include <jansson.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@
 #include "core/grpc.h"
 #include "core/http_client.h"
 #include "core/log.h"
+#include "core/tls.h"
 #include "core/sender.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "pdata/otlp_json.h"
@@ -26,13 +27,9 @@
  * level 6 gives 4.97x at 1.48. 5% fewer bytes is not worth half of our CPU budget (design §11). */
 #define GZIP_LEVEL 1
 
-struct otlp_tls_config {
-    bool insecure;
-};
-
 struct otlp_config {
     char *protocol;
-    struct otlp_tls_config tls;
+    struct hs_tls_client_config tls;
     char *endpoint;
     char *traces_endpoint;
     struct hs_strmap headers;
@@ -51,23 +48,16 @@ static const char *const protocol_choices[] = {"http/protobuf", "grpc", NULL};
 /* the largest ExportTraceServiceResponse we read (wire.md §3: 4 MiB response limit) */
 #define GRPC_MAX_RESPONSE (4u << 20)
 
-/* Only what h2c needs today; certificates come with TLS (README). */
-static const struct hs_config_field tls_fields[] = {
-    {"insecure", HS_CFG_BOOL, offsetof(struct otlp_tls_config, insecure), "false",
-     .doc = "plaintext (for grpc: h2c with prior knowledge); required with protocol grpc "
-            "until TLS is supported"},
-    {0},
-};
-
 static const struct hs_config_field otlp_fields[] = {
     {"protocol", HS_CFG_ENUM, offsetof(struct otlp_config, protocol), "http/protobuf",
      .choices = protocol_choices,
      .doc = "http/protobuf: OTLP/HTTP (see encoding); grpc: OTLP/gRPC over HTTP/2"},
-    {"tls", HS_CFG_SECTION, offsetof(struct otlp_config, tls), NULL, .sub = tls_fields,
-     .doc = "transport security; only insecure: true (plaintext) for now"},
+    {"tls", HS_CFG_SECTION, offsetof(struct otlp_config, tls), NULL, .sub = hs_tls_client_fields,
+     .doc = "TLS for https:// endpoints and grpc (unless insecure: true); reloaded on SIGHUP"},
     {"endpoint", HS_CFG_STRING, offsetof(struct otlp_config, endpoint), NULL,
-     .doc = "http/protobuf: base URL of the backend, e.g. http://tempo:4318 (/v1/traces is "
-            "appended); grpc: host:port or http://host:port, e.g. tempo:4317"},
+     .doc = "http/protobuf: base URL of the backend, e.g. https://tempo:4318 (/v1/traces is "
+            "appended); grpc: host:port (TLS unless tls.insecure), https://host:port (TLS) or "
+            "http://host:port (h2c), e.g. tempo:4317"},
     {"traces_endpoint", HS_CFG_URL, offsetof(struct otlp_config, traces_endpoint), NULL,
      .doc = "full URL for traces, used as is (overrides endpoint)"},
     {"headers", HS_CFG_STRMAP, offsetof(struct otlp_config, headers), NULL,
@@ -94,6 +84,8 @@ struct otlp_exp {
     char **headers;
     size_t header_count;
     bool gzip, json, grpc;
+    bool grpc_tls;              /* grpc over TLS (h2 by ALPN), else h2c */
+    struct hs_tls_client *tls; /* the files of conf.tls, reloaded on SIGHUP */
     char errtext[600]; /* a gRPC failure's text, for the sender's log line (one at a time) */
     struct hs_sender *sender;
     bool closing;
@@ -103,17 +95,19 @@ struct otlp_exp {
 
 /* ---- create ----------------------------------------------------------------------------- */
 
-/* gRPC: http://host:port/<service>/<method>, from host:port or http://host:port[/]. */
-static char *grpc_url(const char *endpoint)
+/* gRPC: http(s)://host:port/<service>/<method>, from host:port or http(s)://host:port[/]. */
+static char *grpc_url(const char *endpoint, bool tls)
 {
     const char *hp = endpoint;
     if (strncasecmp(hp, "http://", 7) == 0)
         hp += 7;
+    else if (strncasecmp(hp, "https://", 8) == 0)
+        hp += 8;
     size_t n = strlen(hp);
     while (n > 0 && hp[n - 1] == '/')
         n--;
     struct hs_buf b = {0};
-    if (hs_buf_printf(&b, "http://%.*s" GRPC_PATH, (int)n, hp) != 0)
+    if (hs_buf_printf(&b, "%s://%.*s" GRPC_PATH, tls ? "https" : "http", (int)n, hp) != 0)
         return NULL;
     return (char *)b.data;
 }
@@ -181,6 +175,7 @@ static void exp_free(struct otlp_exp *e)
         free(e->headers[i]);
     free(e->headers);
     free(e->url);
+    hs_tls_client_free(e->tls);
     hs_config_free_fields(otlp_fields, &e->conf);
     free(e);
 }
@@ -199,6 +194,14 @@ static int otlp_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
     size_t len = t->len;
     struct hs_buf json = {0};
     int rc = 0;
+    /* the batch's tenant travels per request; a configured X-Scope-OrgID wins (as in
+     * exporters/pyroscope.c), so a fixed-tenant backend stays fixed */
+    bool tenant_configured = false;
+    for (size_t i = 0; i < e->header_count; i++)
+        tenant_configured |= strncasecmp(e->headers[i], "x-scope-orgid:", 14) == 0;
+    if (t->tenant[0] && !tenant_configured &&
+        (rc = hs_sender_request_header(req, "X-Scope-OrgID", t->tenant)) != 0)
+        return rc;
     if (e->grpc) { /* the batch is the message: framed, gzipped per message when asked */
         if ((rc = hs_grpc_frame(&req->body_buf, p, len, e->gzip)) != 0)
             goto out;
@@ -347,21 +350,23 @@ static int check_endpoint(struct otlp_exp *e, const struct hs_config_node *cfg, 
         }
         return 0;
     }
-    if (strncasecmp(ep, "https://", 8) == 0) {
-        hs_config_errorf(err, n ? n : cfg, path,
-                         "endpoint: \"%s\": https (TLS) is not supported for grpc yet; use "
-                         "host:port or http://host:port with tls: {insecure: true}", ep);
-        return HS_EINVAL;
-    }
     char host[256], tmp[300];
     uint16_t port;
-    snprintf(tmp, sizeof(tmp), "%s", strncasecmp(ep, "http://", 7) == 0 ? ep + 7 : ep);
+    bool http = strncasecmp(ep, "http://", 7) == 0, https = strncasecmp(ep, "https://", 8) == 0;
+    if (https && e->conf.tls.insecure) {
+        hs_config_errorf(err, n ? n : cfg, path,
+                         "endpoint: \"%s\": https is TLS, but tls.insecure is true", ep);
+        return HS_EINVAL;
+    }
+    /* otelcol's rule: http:// means plaintext, https:// TLS, host:port TLS unless insecure */
+    e->grpc_tls = !http && !e->conf.tls.insecure;
+    snprintf(tmp, sizeof(tmp), "%s", http ? ep + 7 : https ? ep + 8 : ep);
     size_t tl = strlen(tmp);
     while (tl && tmp[tl - 1] == '/')
         tmp[--tl] = '\0';
     if (hs_parse_endpoint(tmp, host, sizeof(host), &port) != 0 || !host[0] || !port) {
         hs_config_errorf(err, n ? n : cfg, path,
-                         "endpoint: \"%s\": for grpc, host:port or http://host:port", ep);
+                         "endpoint: \"%s\": for grpc, host:port or http(s)://host:port", ep);
         return HS_EINVAL;
     }
     return 0;
@@ -382,12 +387,10 @@ static int exp_create(const struct hs_config_node *cfg, const char *path, struct
     e->grpc = e->conf.protocol && strcmp(e->conf.protocol, "grpc") == 0;
     if (rc == 0 && check_endpoint(e, cfg, path, err) != 0)
         rc = HS_EINVAL;
-    if (rc == 0 && e->grpc && !e->conf.tls.insecure) {
-        hs_config_errorf(err, cfg, path,
-                         "protocol grpc needs tls: {insecure: true} (h2c, plaintext HTTP/2): TLS "
-                         "is not supported for grpc yet");
+    /* the files are read now, so a missing or broken one is an error at its key */
+    if (rc == 0 && hs_tls_client_new(&e->conf.tls, hs_config_get(cfg, "tls"), path, &e->tls,
+                                     err) != 0)
         rc = HS_EINVAL;
-    }
     if (rc == 0 && e->grpc && e->conf.traces_endpoint) {
         hs_config_errorf(err, cfg, path, "traces_endpoint is for http/protobuf; with protocol "
                                          "grpc set endpoint (host:port)");
@@ -399,7 +402,7 @@ static int exp_create(const struct hs_config_node *cfg, const char *path, struct
     }
     if (rc != 0)
         goto fail;
-    e->url = e->grpc ? grpc_url(e->conf.endpoint) : traces_url(&e->conf);
+    e->url = e->grpc ? grpc_url(e->conf.endpoint, e->grpc_tls) : traces_url(&e->conf);
     if (!e->url)
         goto fail;
     e->gzip = strcmp(e->conf.compression, "gzip") == 0;
@@ -431,6 +434,7 @@ static struct hs_sender *exp_sender(struct otlp_exp *e)
             .headers = (const char *const *)e->headers,
             .header_count = e->header_count,
             .client_flags = e->grpc ? HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE : 0,
+            .tls = e->tls,
             .hooks = {.encode = otlp_encode,
                       .release = otlp_release,
                       .on_success = otlp_on_success,
@@ -463,7 +467,8 @@ static int exp_start(struct hs_component *c, const struct hs_host *host)
     int rc = hs_sender_start(exp_sender(e), host->loop, host->metrics);
     if (rc != 0)
         return rc;
-    hs_log_info(c->id, "exporting to %s%s", e->url, e->grpc ? " (OTLP/gRPC, h2c)" : "");
+    hs_log_info(c->id, "exporting to %s%s", e->url,
+                e->grpc ? (e->grpc_tls ? " (OTLP/gRPC, TLS)" : " (OTLP/gRPC, h2c)") : "");
     return 0;
 }
 

@@ -67,6 +67,7 @@ int hs_traces_make_writable(struct hs_traces **t)
         free(data);
         return HS_ENOMEM;
     }
+    hs_traces_copy_tenant(copy, old);
     hs_traces_unref(old);
     *t = copy;
     return 0;
@@ -74,6 +75,8 @@ int hs_traces_make_writable(struct hs_traces **t)
 
 int hs_traces_append(struct hs_traces *dst, const struct hs_traces *src)
 {
+    if (!hs_traces_same_tenant(dst, src))
+        return HS_EINVAL;
     if (src->len == 0) {
         dst->spans += src->spans;
         dst->resource_spans += src->resource_spans;
@@ -95,4 +98,21 @@ int hs_traces_append(struct hs_traces *dst, const struct hs_traces *src)
     dst->spans += src->spans;
     dst->resource_spans += src->resource_spans;
     return 0;
+}
+
+int hs_traces_set_tenant(struct hs_traces *t, const char *tenant, size_t len)
+{
+    if (!tenant)
+        len = 0;
+    if (len > HS_TENANT_MAX)
+        return HS_EINVAL;
+    if (len)
+        memcpy(t->tenant, tenant, len);
+    t->tenant[len] = '\0';
+    return 0;
+}
+
+void hs_traces_copy_tenant(struct hs_traces *dst, const struct hs_traces *src)
+{
+    memcpy(dst->tenant, src->tenant, sizeof(dst->tenant));
 }

@@ -5,8 +5,13 @@
 #ifndef HS_TRACES_H
 #define HS_TRACES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* Longest tenant id (X-Scope-OrgID), as Cortex, Mimir, Tempo and Pyroscope bound it. */
+#define HS_TENANT_MAX 150
 
 struct hs_traces {
     unsigned refs;
@@ -15,6 +20,9 @@ struct hs_traces {
     size_t cap;
     uint32_t spans;          /* span count */
     uint32_t resource_spans; /* ResourceSpans count */
+    /* X-Scope-OrgID of every span in the batch; "" when none. Inline so copying a batch's
+     * tenant can never fail; two tenants never share a batch (hs_traces_append refuses). */
+    char tenant[HS_TENANT_MAX + 1];
 };
 
 /* An empty batch with room for `cap` bytes; NULL when out of memory. */
@@ -28,7 +36,18 @@ void hs_traces_unref(struct hs_traces *t);
 /* Copy on write: a no-op for the sole holder; otherwise *t becomes a private copy and one
  * reference on the shared batch is dropped. Returns 0 or HS_ENOMEM (then *t is unchanged). */
 int hs_traces_make_writable(struct hs_traces **t);
-/* Appends src's spans to dst (which must be writable). Returns 0 or HS_ENOMEM. */
+/* Appends src's spans to dst (which must be writable). Returns 0, HS_ENOMEM, or HS_EINVAL
+ * when their tenants differ (one request must never carry two tenants' spans). */
 int hs_traces_append(struct hs_traces *dst, const struct hs_traces *src);
+
+/* Sets the batch's tenant (copied; NULL or "" for none). A longer id than HS_TENANT_MAX is
+ * HS_EINVAL and leaves the tenant unchanged: receivers check ids first (hs_tenant_valid). */
+int hs_traces_set_tenant(struct hs_traces *t, const char *tenant, size_t len);
+/* Copies src's tenant to dst (for batches derived from another: edits, copies). */
+void hs_traces_copy_tenant(struct hs_traces *dst, const struct hs_traces *src);
+static inline bool hs_traces_same_tenant(const struct hs_traces *a, const struct hs_traces *b)
+{
+    return strcmp(a->tenant, b->tenant) == 0;
+}
 
 #endif

@@ -387,6 +387,8 @@ int hs_traces_edit(const struct hs_traces *in, const struct hs_span_edit *edits,
     if (!(*out = hs_traces_wrap(data, pl.total, pl.total, spans, pl.rs))) {
         free(data);
         rc = HS_ENOMEM;
+    } else {
+        hs_traces_copy_tenant(*out, in); /* an edited batch keeps its tenant */
     }
 done:
     if (pl.ops != pl.stack)

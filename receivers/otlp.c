@@ -11,6 +11,7 @@
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/arena.h"
+#include "core/auth.h"
 #include "core/config.h"
 #include "core/grpc.h"
 #include "core/http_server.h"
@@ -41,6 +42,8 @@ struct otlp_config {
     uint32_t max_spans;
     uint32_t max_attributes;
     uint32_t max_value_depth;
+    bool auth_enabled;
+    struct hs_auth_config auth;
 };
 
 static const struct hs_config_field http_fields[] = {
@@ -88,6 +91,9 @@ static const struct hs_config_field otlp_fields[] = {
      .min = 1, .max = 1000000, .doc = "attributes of one resource, scope, span, event or link"},
     {"max_value_depth", HS_CFG_UINT, offsetof(struct otlp_config, max_value_depth), "32",
      .min = 1, .max = 128, .doc = "nesting of array and kvlist attribute values"},
+    {"auth", HS_CFG_SECTION, offsetof(struct otlp_config, auth), .sub = hs_auth_fields,
+     .has_presence = true, .presence_offset = offsetof(struct otlp_config, auth_enabled),
+     .doc = "credentials every request must carry, on both protocols; none: open"},
     {0},
 };
 
@@ -109,6 +115,7 @@ struct otlp {
     struct hs_ratelimit bad_log;
     struct otlp_counters counters[TR_COUNT];
     struct hs_metrics *metrics;
+    struct hs_auth *auth; /* NULL: open */
     char grpc_name[160]; /* "<id>/grpc": the gRPC listener's name in logs */
 };
 
@@ -131,6 +138,11 @@ static int otlp_create(const struct hs_config_node *cfg, const char *path,
         hs_config_errorf(err, cfg, path,
                          "protocols: no protocol enabled (add http: {} and/or grpc: {})");
         rc = HS_EINVAL;
+    }
+    if (rc == 0 && r->conf.auth_enabled) {
+        char apath[256];
+        snprintf(apath, sizeof(apath), "%s.auth", path ? path : "");
+        rc = hs_auth_new(&r->conf.auth, hs_config_get(cfg, "auth"), apath, &r->auth, err);
     }
     if (rc) {
         hs_config_free_fields(otlp_fields, &r->conf);
@@ -350,7 +362,7 @@ static bool content_type(const struct hs_http_request *req, enum body_type *type
  * are copied here, after the pipeline said it has room, so a refusal costs no copy. */
 static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type type,
                     const uint8_t *p, size_t len, struct hs_buf *owned,
-                    const struct hs_otlp_scan *scan, uint32_t rejected)
+                    const struct hs_otlp_scan *scan, uint32_t rejected, struct hs_str tenant)
 {
     static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
     struct otlp_counters *k = &r->counters[type == BODY_GRPC ? TR_GRPC : TR_HTTP];
@@ -372,6 +384,7 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
         return;
     }
     *owned = (struct hs_buf){0}; /* the batch owns the bytes now */
+    hs_traces_set_tenant(t, tenant.ptr, tenant.len); /* checked by hs_auth_request_tenant */
     int rc = hs_consumer_traces(r->base.next, t);
     if (rc == 0) {
         hs_counter_add(k->accepted, scan->spans);
@@ -387,7 +400,7 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
 /* What both transports do with the request's protobuf bytes: scan (the limits), drop spans with
  * invalid ids (partial success), deliver. `owned` holds p when p is not in the request. */
 static void process(struct otlp *r, struct hs_http_request *req, enum body_type type,
-                    const uint8_t *p, size_t len, struct hs_buf *owned)
+                    const uint8_t *p, size_t len, struct hs_buf *owned, struct hs_str tenant)
 {
     struct otlp_counters *k = &r->counters[type == BODY_GRPC ? TR_GRPC : TR_HTTP];
     struct hs_otlp_scan scan = {0};
@@ -414,7 +427,31 @@ static void process(struct otlp *r, struct hs_http_request *req, enum body_type 
     if (scan.spans == 0) /* an empty request is a full success */
         answer_ok(req, type, invalid);
     else
-        deliver(r, req, type, p, len, owned, &scan, invalid);
+        deliver(r, req, type, p, len, owned, &scan, invalid, tenant);
+}
+
+/* Refuses a request without valid credentials (401 with WWW-Authenticate, or UNAUTHENTICATED)
+ * and one whose X-Scope-OrgID is no tenant id (400); else *tenant is the request's tenant.
+ * Runs before the body is decompressed or decoded: a stranger costs no more than its read. */
+static bool authenticate(struct otlp *r, struct hs_http_request *req, enum body_type type,
+                         struct hs_str *tenant)
+{
+    const char *token_tenant = NULL;
+    if (r->auth) {
+        enum hs_auth_result res = hs_auth_check(r->auth, req, &token_tenant);
+        if (res != HS_AUTH_OK) {
+            struct hs_http_header ch[2];
+            size_t n = hs_auth_challenges(r->auth, res, ch);
+            respond_status(req, type, 401, HS_GRPC_UNAUTHENTICATED, hs_auth_message(res), ch, n);
+            return false;
+        }
+    }
+    if (!hs_auth_request_tenant(req, token_tenant, tenant)) {
+        reject(r, req, type, 400, "bad_tenant",
+               "X-Scope-OrgID: not a valid tenant id (1-150 of A-Z a-z 0-9 ! - _ . * ' ( ))");
+        return false;
+    }
+    return true;
 }
 
 static void otlp_handle(void *ud, struct hs_http_request *req)
@@ -432,7 +469,11 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
                         "405 method not allowed, supported: [POST]\n", 41);
         return;
     }
-    if (!content_type(req, &type)) {
+    bool known_type = content_type(req, &type);
+    struct hs_str tenant;
+    if (!authenticate(r, req, known_type ? type : BODY_PROTO, &tenant))
+        return;
+    if (!known_type) {
         hs_http_respond_text(req, 415, "415 unsupported media type, supported: "
                                        "[application/json, application/x-protobuf]\n");
         return;
@@ -460,7 +501,7 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
             goto out;
         }
     }
-    process(r, req, type, p, len, &owned);
+    process(r, req, type, p, len, &owned, tenant);
 out:
     hs_buf_free(&owned);
 }
@@ -478,6 +519,9 @@ static void otlp_grpc_handle(void *ud, struct hs_http_request *req)
         hs_grpc_respond(req, HS_GRPC_UNIMPLEMENTED, msg, NULL, 0, false, 0);
         return;
     }
+    struct hs_str tenant;
+    if (!authenticate(r, req, BODY_GRPC, &tenant))
+        return;
     struct hs_buf owned = {0};
     const uint8_t *p;
     size_t len;
@@ -497,7 +541,7 @@ static void otlp_grpc_handle(void *ud, struct hs_http_request *req)
                        1);
         hs_grpc_respond(req, code, err, NULL, 0, false, 0);
     } else {
-        process(r, req, BODY_GRPC, p, len, &owned);
+        process(r, req, BODY_GRPC, p, len, &owned, tenant);
     }
     hs_buf_free(&owned);
 }
@@ -529,6 +573,8 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
 {
     struct otlp *r = hs_container_of(c, struct otlp, base);
     r->metrics = host->metrics;
+    if (r->auth)
+        hs_auth_start(r->auth, host->metrics, c->id);
     counters_init(r, host, TR_HTTP);
     counters_init(r, host, TR_GRPC);
     struct hs_error err = {0};
@@ -588,6 +634,7 @@ static void otlp_shutdown(struct hs_component *c, hs_done_cb done)
 static void otlp_destroy(struct hs_component *c)
 {
     struct otlp *r = hs_container_of(c, struct otlp, base);
+    hs_auth_free(r->auth);
     hs_config_free_fields(otlp_fields, &r->conf);
     free(r);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/auth.h"
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/component.h"
@@ -27,6 +28,8 @@ struct pyro_config {
     uint32_t max_sample_labels;
     uint32_t max_stack_depth;
     uint32_t max_profiles;
+    bool auth_enabled;
+    struct hs_auth_config auth;
 };
 
 /* max_request_body_size comes from the shared listener rows (default 20MiB): it bounds a body
@@ -53,6 +56,9 @@ static const struct hs_config_field pyro_fields[] = {
      .min = 1, .max = 1000000, .doc = "frames of one sample, inlined frames included"},
     {"max_profiles_per_request", HS_CFG_UINT, offsetof(struct pyro_config, max_profiles), "1000",
      .min = 1, .max = 1000000, .doc = "profiles (RawSamples) in one push request; more is a 413"},
+    {"auth", HS_CFG_SECTION, offsetof(struct pyro_config, auth), .sub = hs_auth_fields,
+     .has_presence = true, .presence_offset = offsetof(struct pyro_config, auth_enabled),
+     .doc = "credentials every request (/ingest, push) must carry; none: open"},
     {0},
 };
 
@@ -66,6 +72,7 @@ struct pyro {
     struct hs_ratelimit bad_log;
     struct hs_counter *accepted, *refused;
     struct hs_metrics *metrics;
+    struct hs_auth *auth; /* NULL: open */
     char labels[200];
 };
 
@@ -76,6 +83,11 @@ static int pyro_create(const struct hs_config_node *cfg, const char *path,
 {
     struct pyro *r = hs_xcalloc(1, sizeof(*r));
     int rc = hs_config_decode(pyro_fields, cfg, &r->conf, path, err);
+    if (rc == 0 && r->conf.auth_enabled) {
+        char apath[256];
+        snprintf(apath, sizeof(apath), "%s.auth", path ? path : "");
+        rc = hs_auth_new(&r->conf.auth, hs_config_get(cfg, "auth"), apath, &r->auth, err);
+    }
     if (rc) {
         hs_config_free_fields(pyro_fields, &r->conf);
         free(r);
@@ -98,6 +110,8 @@ static int pyro_create(const struct hs_config_node *cfg, const char *path,
 static const char *connect_code(int status)
 {
     switch (status) {
+    case 401:
+        return "unauthenticated";
     case 404:
         return "not_found";
     case 405:
@@ -111,13 +125,9 @@ static const char *connect_code(int status)
     }
 }
 
-static void respond_error(struct hs_http_request *req, int status, const char *msg)
+static void respond_error_h(struct hs_http_request *req, int status, const char *msg,
+                            const struct hs_http_header *extra, size_t nextra)
 {
-    static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
-    static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("POST")};
-    const struct hs_http_header *extra = status == 429 || status == 503 ? &retry
-                                         : status == 405                ? &allow
-                                                                        : NULL;
     struct hs_buf b = {0};
     int rc = hs_buf_printf(&b, "{\"code\":\"%s\",\"message\":", connect_code(status));
     rc |= hs_json_put_string(&b, msg, strlen(msg));
@@ -125,8 +135,18 @@ static void respond_error(struct hs_http_request *req, int status, const char *m
     if (rc)
         hs_http_respond_text(req, 500, "out of memory\n");
     else
-        hs_http_respond(req, status, "application/json", extra, extra != NULL, b.data, b.len);
+        hs_http_respond(req, status, "application/json", extra, nextra, b.data, b.len);
     hs_buf_free(&b);
+}
+
+static void respond_error(struct hs_http_request *req, int status, const char *msg)
+{
+    static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
+    static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("POST")};
+    const struct hs_http_header *extra = status == 429 || status == 503 ? &retry
+                                         : status == 405                ? &allow
+                                                                        : NULL;
+    respond_error_h(req, status, msg, extra, extra != NULL);
 }
 
 /* Counts and logs a failed request; the caller answers. */
@@ -238,12 +258,53 @@ static int grpc_code(int status)
     }
 }
 
+/* Refuses a request without valid credentials (401 with WWW-Authenticate and Connect's
+ * "unauthenticated", or gRPC UNAUTHENTICATED) or with an X-Scope-OrgID that is no tenant id
+ * (400); else *tenant is the batch's tenant (malloc'd, NULL for none). Runs before the body is
+ * decompressed or decoded. */
+static bool authenticate(struct pyro *r, struct hs_http_request *req, bool grpc, char **tenant)
+{
+    const char *token_tenant = NULL;
+    *tenant = NULL;
+    if (r->auth) {
+        enum hs_auth_result res = hs_auth_check(r->auth, req, &token_tenant);
+        if (res != HS_AUTH_OK) {
+            struct hs_http_header ch[2];
+            size_t n = hs_auth_challenges(r->auth, res, ch);
+            if (grpc)
+                hs_grpc_respond(req, HS_GRPC_UNAUTHENTICATED, hs_auth_message(res), NULL, 0,
+                                false, 0);
+            else
+                respond_error_h(req, 401, hs_auth_message(res), ch, n);
+            return false;
+        }
+    }
+    struct hs_str t;
+    if (!hs_auth_request_tenant(req, token_tenant, &t)) {
+        struct hs_pyro_fail f = {0};
+        hs_pyro_failf(&f, 400, "bad_tenant",
+                      "X-Scope-OrgID: not a valid tenant id (1-150 of A-Z a-z 0-9 "
+                      "! - _ . * ' ( ))");
+        reject_counted(r, req, &f);
+        if (grpc)
+            hs_grpc_respond(req, HS_GRPC_INVALID_ARGUMENT, f.msg, NULL, 0, false, 0);
+        else
+            respond_error(req, 400, f.msg);
+        return false;
+    }
+    *tenant = t.len ? hs_xstrndup(t.ptr, t.len) : NULL;
+    return true;
+}
+
 /* The push API's gRPC variant over HTTP/2: the same PushRequest decoding as Connect's, the
  * message length-prefixed, the status in trailers. A full pipeline is RESOURCE_EXHAUSTED
  * with RetryInfo, which OTLP-style clients retry, as 429 + Retry-After on Connect. */
 static void push_grpc(struct pyro *r, struct hs_http_request *req)
 {
     if (!hs_grpc_request_ok(req))
+        return;
+    char *t;
+    if (!authenticate(r, req, true, &t))
         return;
     struct hs_pyro_fail f = {0};
     struct hs_buf owned = {0};
@@ -259,10 +320,9 @@ static void push_grpc(struct pyro *r, struct hs_http_request *req)
         reject_counted(r, req, &f);
         hs_grpc_respond(req, code, err, NULL, 0, false, 0);
         hs_buf_free(&owned);
+        free(t);
         return;
     }
-    const struct hs_str *tenant = hs_http_request_header(req, "x-scope-orgid");
-    char *t = tenant && tenant->len ? hs_xstrndup(tenant->ptr, tenant->len) : NULL;
     struct hs_profiles *b = hs_profiles_new(t);
     free(t);
     int rc = b ? hs_pyro_push_decode(p, len, false, &r->limits, b, &f) : HS_ENOMEM;
@@ -327,8 +387,9 @@ static void pyro_handle(void *ud, struct hs_http_request *req)
         return;
     }
     struct hs_pyro_fail f = {0};
-    const struct hs_str *tenant = hs_http_request_header(req, "x-scope-orgid");
-    char *t = tenant && tenant->len ? hs_xstrndup(tenant->ptr, tenant->len) : NULL;
+    char *t;
+    if (!authenticate(r, req, false, &t))
+        return;
     struct hs_profiles *b = hs_profiles_new(t);
     free(t);
     if (!b) {
@@ -360,6 +421,8 @@ static int pyro_start(struct hs_component *c, const struct hs_host *host)
 {
     struct pyro *r = hs_container_of(c, struct pyro, base);
     r->metrics = host->metrics;
+    if (r->auth)
+        hs_auth_start(r->auth, host->metrics, c->id);
     snprintf(r->labels, sizeof(r->labels), "receiver=\"%s\",transport=\"http\"", c->id);
     r->accepted = hs_metrics_counter(host->metrics, "receiver_accepted_profiles_total",
                                      "Profiles accepted into the pipeline", r->labels);
@@ -407,6 +470,7 @@ static void pyro_shutdown(struct hs_component *c, hs_done_cb done)
 static void pyro_destroy(struct hs_component *c)
 {
     struct pyro *r = hs_container_of(c, struct pyro, base);
+    hs_auth_free(r->auth);
     hs_config_free_fields(pyro_fields, &r->conf);
     free(r);
 }

@@ -1,9 +1,10 @@
 /* test_batch.c: the batch processor: size and timeout triggers, bytes concatenated in order,
- * backpressure when what follows is not ready, and a flush on shutdown. */
+ * backpressure when what follows is not ready, a flush on shutdown, and one batch per tenant. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,15 +24,24 @@ struct fake {
     bool ready;
     int batches;
     uint32_t spans;
-    char bytes[256];
+    char bytes[1024];
     size_t len;
     uv_loop_t *stop_loop_after_batch;
+    /* per batch received: its tenant and its bytes, to see that tenants never mix */
+    char tenant[8][HS_TENANT_MAX + 1];
+    char batch_bytes[8][64];
 };
 
 static int fake_consume(struct hs_component *c, struct hs_traces *t)
 {
     struct fake *f = hs_container_of(c, struct fake, base);
     assert_true(f->ready);
+    if (f->batches < 8) {
+        strcpy(f->tenant[f->batches], t->tenant);
+        assert_true(t->len < sizeof(f->batch_bytes[0]));
+        memcpy(f->batch_bytes[f->batches], t->data, t->len);
+        f->batch_bytes[f->batches][t->len] = '\0';
+    }
     f->batches++;
     f->spans += t->spans;
     assert_true(f->len + t->len <= sizeof(f->bytes));
@@ -179,6 +189,88 @@ static void test_shutdown_flushes(void **state)
     assert_int_equal(fx.fake.spans, 5);
 }
 
+static struct hs_traces *tenant_batch(uint32_t spans, char letter, const char *tenant)
+{
+    struct hs_traces *t = batch_of(spans, letter);
+    assert_int_equal(hs_traces_set_tenant(t, tenant, strlen(tenant)), 0);
+    return t;
+}
+
+/* Two tenants interleaved: each output batch holds one tenant's bytes only, in order, and the
+ * tenant travels with it; a size trigger of one tenant sends only that tenant's batch. */
+static void test_two_tenants_never_share_a_batch(void **state)
+{
+    struct fixture fx;
+    setup(&fx, "{timeout: 10s, send_batch_size: 6}");
+    assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(2, 'a', "team-a")),
+                     0);
+    assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(1, 'b', "team-b")),
+                     0);
+    assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(2, 'c', "team-a")),
+                     0);
+    assert_int_equal(fx.fake.batches, 0); /* 5 held in all, no tenant's batch full */
+    assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(2, 'd', "team-a")),
+                     0);
+    assert_int_equal(fx.fake.batches, 1); /* team-a reached 6: it goes alone */
+    assert_string_equal(fx.fake.tenant[0], "team-a");
+    assert_string_equal(fx.fake.batch_bytes[0], "aaaaccccdddd");
+    assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(1, 'e', "")), 0);
+    teardown(&fx); /* the shutdown flush sends team-b and the tenant-less batch apart */
+    assert_int_equal(fx.fake.batches, 3);
+    assert_string_equal(fx.fake.tenant[1], "team-b");
+    assert_string_equal(fx.fake.batch_bytes[1], "bbbb");
+    assert_string_equal(fx.fake.tenant[2], "");
+    assert_string_equal(fx.fake.batch_bytes[2], "eeee");
+    assert_int_equal(fx.fake.spans, 8);
+}
+
+/* Tenant ids cycling through cannot grow the held state: past 64 tenants held, the oldest
+ * batch goes on first, or the new tenant is refused (backpressure) when it cannot. */
+static void test_tenant_cap(void **state)
+{
+    struct fixture fx;
+    setup(&fx, "{timeout: 10s, send_batch_size: 1000}");
+    char id[16];
+    for (int i = 0; i < 64; i++) {
+        snprintf(id, sizeof(id), "t%d", i);
+        assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(1, 'x', id)), 0);
+    }
+    assert_int_equal(fx.fake.batches, 0);
+    assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(1, 'y', "t64")), 0);
+    assert_int_equal(fx.fake.batches, 1);
+    assert_string_equal(fx.fake.tenant[0], "t0"); /* the oldest made room */
+    fx.fake.ready = false;
+    assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(1, 'z', "t65")),
+                     HS_EAGAIN);
+    assert_int_equal(hs_processor_batch.consume_traces(fx.batch, tenant_batch(1, 'z', "t1")), 0);
+    fx.fake.ready = true;
+    teardown(&fx);
+    assert_int_equal(fx.fake.spans, 66); /* all accepted spans delivered, the refused one not */
+}
+
+/* The batch type itself refuses to merge tenants, whoever calls it. */
+static void test_append_refuses_other_tenant(void **state)
+{
+    struct hs_traces *a = tenant_batch(1, 'a', "team-a");
+    struct hs_traces *b = tenant_batch(1, 'b', "team-b");
+    assert_int_equal(hs_traces_append(a, b), HS_EINVAL);
+    assert_int_equal(a->len, 4);
+    assert_int_equal(hs_traces_set_tenant(b, "team-a", 6), 0);
+    assert_int_equal(hs_traces_append(a, b), 0);
+    assert_int_equal(a->spans, 2);
+    char longer[HS_TENANT_MAX + 2];
+    memset(longer, 'x', sizeof(longer));
+    assert_int_equal(hs_traces_set_tenant(b, longer, sizeof(longer)), HS_EINVAL);
+    assert_string_equal(b->tenant, "team-a");
+    struct hs_traces *shared = hs_traces_ref(b);
+    assert_int_equal(hs_traces_make_writable(&shared), 0); /* a private copy keeps the tenant */
+    assert_ptr_not_equal(shared, b);
+    assert_string_equal(shared->tenant, "team-a");
+    hs_traces_unref(shared);
+    hs_traces_unref(a);
+    hs_traces_unref(b);
+}
+
 static void test_defaults_and_bounds(void **state)
 {
     struct hs_config_doc doc = {0};
@@ -200,6 +292,9 @@ int main(void)
         cmocka_unit_test(test_timeout_trigger),
         cmocka_unit_test(test_backpressure_then_delivery),
         cmocka_unit_test(test_shutdown_flushes),
+        cmocka_unit_test(test_two_tenants_never_share_a_batch),
+        cmocka_unit_test(test_append_refuses_other_tenant),
+        cmocka_unit_test(test_tenant_cap),
         cmocka_unit_test(test_defaults_and_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

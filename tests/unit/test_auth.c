@@ -1,0 +1,406 @@
+/* test_auth.c: receiver authentication: bearer token(s), token files, htpasswd, per-tenant
+ * tokens and the tenant they impose, rotation when a file changes, refusals by reason, config
+ * errors naming the file, and the failure counters. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "core/auth.h"
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/config.h"
+#include "core/http_server.h"
+#include "core/metrics.h"
+
+static char tmpdir[64];
+
+static int group_setup(void **state)
+{
+    strcpy(tmpdir, "/tmp/hs-auth-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Writes a file atomically (a new inode, as secret mounts and editors do) and returns its path. */
+static const char *write_file(const char *name, const char *text)
+{
+    static char path[4][128];
+    static int next;
+    char *p = path[next++ % 4];
+    char tmp[160];
+    snprintf(p, 128, "%s/%s", tmpdir, name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(rename(tmp, p), 0);
+    return p;
+}
+
+struct fx {
+    struct hs_config_doc doc;
+    struct hs_auth_config conf;
+    struct hs_auth *auth;
+    struct hs_error err;
+    int rc;
+};
+
+static void build(struct fx *fx, const char *yaml)
+{
+    memset(fx, 0, sizeof(*fx));
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &fx->doc, &fx->err), 0);
+    fx->rc =
+        hs_config_decode(hs_auth_fields, fx->doc.root, &fx->conf, "receivers.otlp.auth", &fx->err);
+    if (fx->rc == 0)
+        fx->rc = hs_auth_new(&fx->conf, fx->doc.root, "receivers.otlp.auth", &fx->auth, &fx->err);
+}
+
+static void done(struct fx *fx)
+{
+    hs_auth_free(fx->auth);
+    hs_config_free_fields(hs_auth_fields, &fx->conf);
+    hs_config_doc_free(&fx->doc);
+    hs_error_free(&fx->err);
+}
+
+static bool err_has(const struct fx *fx, const char *needle)
+{
+    for (size_t i = 0; i < fx->err.count; i++)
+        if (strstr(fx->err.lines[i], needle))
+            return true;
+    return false;
+}
+
+/* Checks a request with these headers (NULL value: header absent); returns the result. */
+static enum hs_auth_result check2(struct hs_auth *a, const char *authz, const char *orgid,
+                                  const char **tenant)
+{
+    struct hs_http_header h[2];
+    size_t n = 0;
+    if (authz)
+        h[n++] = (struct hs_http_header){HS_STR("authorization"), {authz, strlen(authz)}};
+    if (orgid)
+        h[n++] = (struct hs_http_header){HS_STR("x-scope-orgid"), {orgid, strlen(orgid)}};
+    struct hs_http_request req = {.method = "POST",
+                                  .path = HS_STR("/v1/traces"),
+                                  .headers = h,
+                                  .header_count = n,
+                                  .peer = "127.0.0.1:1"};
+    const char *t = (const char *)1;
+    enum hs_auth_result r = hs_auth_check(a, &req, &t);
+    if (r != HS_AUTH_OK)
+        assert_null(t);
+    if (tenant)
+        *tenant = t;
+    return r;
+}
+
+static enum hs_auth_result check(struct hs_auth *a, const char *authz)
+{
+    return check2(a, authz, NULL, NULL);
+}
+
+static char *basic(const char *userpass)
+{
+    static char out[256];
+    strcpy(out, "Basic ");
+    assert_true(strlen(userpass) < 150);
+    EVP_EncodeBlock((unsigned char *)out + 6, (const unsigned char *)userpass,
+                    (int)strlen(userpass));
+    return out;
+}
+
+static void test_token(void **state)
+{
+    struct fx fx;
+    build(&fx, "{bearer_token: {token: s3cret-token}}");
+    assert_int_equal(fx.rc, 0);
+    const char *tenant;
+    assert_int_equal(check2(fx.auth, "Bearer s3cret-token", NULL, &tenant), HS_AUTH_OK);
+    assert_null(tenant); /* a plain token names no tenant */
+    assert_int_equal(check(fx.auth, "bearer   s3cret-token  "), HS_AUTH_OK); /* scheme any case */
+    assert_int_equal(check(fx.auth, "Bearer s3cret-tokem"), HS_AUTH_INVALID);
+    assert_int_equal(check(fx.auth, NULL), HS_AUTH_MISSING);
+    assert_int_equal(check(fx.auth, ""), HS_AUTH_MISSING);
+    assert_int_equal(check(fx.auth, "   "), HS_AUTH_MISSING);
+    assert_int_equal(check(fx.auth, "Bearer"), HS_AUTH_MALFORMED);
+    assert_int_equal(check(fx.auth, "Bearer "), HS_AUTH_MALFORMED);
+    assert_int_equal(check(fx.auth, "s3cret-token"), HS_AUTH_BAD_SCHEME); /* no scheme */
+    assert_int_equal(check(fx.auth, "Token s3cret-token"), HS_AUTH_BAD_SCHEME);
+    assert_int_equal(check(fx.auth, basic("u:s3cret-token")), HS_AUTH_BAD_SCHEME);
+    struct hs_http_header ch[2];
+    assert_int_equal(hs_auth_challenges(fx.auth, HS_AUTH_MISSING, ch), 1);
+    assert_true(hs_str_eq(ch[0].value, "Bearer realm=\"hotspan\""));
+    assert_int_equal(hs_auth_challenges(fx.auth, HS_AUTH_INVALID, ch), 1);
+    assert_true(hs_str_eq(ch[0].value, "Bearer realm=\"hotspan\", error=\"invalid_token\""));
+    done(&fx);
+}
+
+/* The hashed comparison has no length shortcut: prefixes, extensions, empty-ish and very long
+ * candidates all go through the same path and all fail. */
+static void test_wrong_lengths(void **state)
+{
+    struct fx fx;
+    build(&fx, "{bearer_token: {tokens: [abcdef, 0123456789abcdef0123456789]}}");
+    assert_int_equal(fx.rc, 0);
+    assert_int_equal(check(fx.auth, "Bearer abcdef"), HS_AUTH_OK);
+    assert_int_equal(check(fx.auth, "Bearer 0123456789abcdef0123456789"), HS_AUTH_OK);
+    const char *wrong[] = {"Bearer a",
+                           "Bearer abcde",
+                           "Bearer abcdefg",
+                           "Bearer abcdef0123456789",
+                           "Bearer 0123456789abcdef012345678",
+                           "Bearer ABCDEF"};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(wrong); i++)
+        assert_int_equal(check(fx.auth, wrong[i]), HS_AUTH_INVALID);
+    char big[5000] = "Bearer ";
+    memset(big + 7, 'a', 3000);
+    big[3007] = '\0';
+    assert_int_equal(check(fx.auth, big), HS_AUTH_INVALID);
+    memset(big + 7, 'a', 4500);
+    big[4507] = '\0';
+    assert_int_equal(check(fx.auth, big), HS_AUTH_MALFORMED); /* over the bound: not hashed */
+    done(&fx);
+}
+
+static void test_token_file(void **state)
+{
+    const char *path = write_file("token", "# rotated by the operator\n\n  file-token-1  \n");
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), "{bearer_token: {filename: %s, token: cfg-token}}", path);
+    struct fx fx;
+    build(&fx, yaml);
+    assert_int_equal(fx.rc, 0);
+    assert_int_equal(check(fx.auth, "Bearer file-token-1"), HS_AUTH_OK);
+    assert_int_equal(check(fx.auth, "Bearer cfg-token"), HS_AUTH_OK);
+    assert_int_equal(check(fx.auth, "Bearer # rotated by the operator"), HS_AUTH_INVALID);
+    done(&fx);
+}
+
+static void test_missing_file_is_positioned_error(void **state)
+{
+    struct fx fx;
+    build(&fx, "bearer_token:\n  filename: /nonexistent/hs-token\n");
+    assert_int_equal(fx.rc, HS_EINVAL);
+    assert_null(fx.auth);
+    assert_true(err_has(&fx, "t.yaml:2:13: receivers.otlp.auth.bearer_token.filename: cannot "
+                             "read /nonexistent/hs-token"));
+    done(&fx);
+
+    const char *path = write_file("htpasswd-bad", "alice:pw\nbob\n");
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), "basic: {htpasswd: {file: %s}}\n", path);
+    build(&fx, yaml);
+    assert_int_equal(fx.rc, HS_EINVAL);
+    char want[200];
+    snprintf(want, sizeof(want), "%s:2: expected user:password", path);
+    assert_true(err_has(&fx, want));
+    done(&fx);
+}
+
+static void test_config_mistakes(void **state)
+{
+    struct fx fx;
+    build(&fx, "{}");
+    assert_int_equal(fx.rc, HS_EINVAL);
+    assert_true(err_has(&fx, "no credentials"));
+    done(&fx);
+    build(&fx, "{bearer_token: {token: \"\"}}"); /* an unset ${env:...} */
+    assert_int_equal(fx.rc, HS_EINVAL);
+    assert_true(err_has(&fx, "auth.bearer_token.token: empty"));
+    done(&fx);
+    build(&fx, "{bearer_token: {}}");
+    assert_int_equal(fx.rc, HS_EINVAL);
+    assert_true(err_has(&fx, "set token, filename or tokens"));
+    done(&fx);
+    build(&fx, "{tenants: {\"bad tenant\": x, ok: y}}");
+    assert_int_equal(fx.rc, HS_EINVAL);
+    assert_true(err_has(&fx, "auth.tenants.bad tenant: not a valid tenant id"));
+    done(&fx);
+    build(&fx, "{tenants: {team-a: same, team-b: same}}");
+    assert_int_equal(fx.rc, HS_EINVAL);
+    assert_true(err_has(&fx, "one token is given to tenant"));
+    done(&fx);
+    build(&fx, "{basic: {htpasswd: {inline: \"alice:$apr1$xyz$abc\"}}}");
+    assert_int_equal(fx.rc, HS_EINVAL);
+    assert_true(err_has(&fx, "hashed passwords are not supported"));
+    done(&fx);
+    build(&fx, "{bearer_token: {token: x, header: y}}");
+    assert_int_equal(fx.rc, HS_EINVAL);
+    assert_true(err_has(&fx, "unknown key (known: token, filename, tokens)"));
+    done(&fx);
+}
+
+static void test_htpasswd(void **state)
+{
+    const char *path = write_file("htpasswd", "# users\ncarol:pw:with:colons\n");
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml),
+             "{basic: {htpasswd: {file: %s, inline: \"alice:pw1\\nbob:pw2 \\n\"}}}", path);
+    struct fx fx;
+    build(&fx, yaml);
+    assert_int_equal(fx.rc, 0);
+    const char *tenant;
+    assert_int_equal(check2(fx.auth, basic("alice:pw1"), NULL, &tenant), HS_AUTH_OK);
+    assert_null(tenant);
+    assert_int_equal(check(fx.auth, basic("bob:pw2 ")), HS_AUTH_OK); /* a trailing blank counts */
+    assert_int_equal(check(fx.auth, basic("bob:pw2")), HS_AUTH_INVALID);
+    assert_int_equal(check(fx.auth, basic("carol:pw:with:colons")), HS_AUTH_OK);
+    assert_int_equal(check(fx.auth, basic("alice:pw2")), HS_AUTH_INVALID);
+    assert_int_equal(check(fx.auth, basic("bob:pw1")), HS_AUTH_INVALID);
+    assert_int_equal(check(fx.auth, basic("alice")), HS_AUTH_MALFORMED); /* no ':' */
+    assert_int_equal(check(fx.auth, "Basic !!!notbase64"), HS_AUTH_MALFORMED);
+    assert_int_equal(check(fx.auth, "Bearer alice:pw1"), HS_AUTH_BAD_SCHEME);
+    struct hs_http_header ch[2];
+    assert_int_equal(hs_auth_challenges(fx.auth, HS_AUTH_INVALID, ch), 1);
+    assert_true(hs_str_eq(ch[0].value, "Basic realm=\"hotspan\", charset=\"UTF-8\""));
+    done(&fx);
+}
+
+static void test_tenants(void **state)
+{
+    struct fx fx;
+    build(&fx, "{tenants: {team-a: tok-a, team-b: tok-b}, bearer_token: {token: gateway}}");
+    assert_int_equal(fx.rc, 0);
+    const char *tenant;
+    assert_int_equal(check2(fx.auth, "Bearer tok-a", NULL, &tenant), HS_AUTH_OK);
+    assert_string_equal(tenant, "team-a");
+    assert_int_equal(check2(fx.auth, "Bearer tok-b", "team-a", &tenant), HS_AUTH_OK);
+    assert_string_equal(tenant, "team-b");
+    assert_int_equal(check2(fx.auth, "Bearer gateway", "team-a", &tenant), HS_AUTH_OK);
+    assert_null(tenant);
+    assert_int_equal(check(fx.auth, "Bearer tok-c"), HS_AUTH_INVALID);
+
+    /* the token's tenant replaces what the client claims; without one, the header stands */
+    struct hs_http_header h = {HS_STR("x-scope-orgid"), HS_STR("team-a")};
+    struct hs_http_request req = {.headers = &h, .header_count = 1};
+    struct hs_str t;
+    assert_true(hs_auth_request_tenant(&req, "team-b", &t));
+    assert_true(hs_str_eq(t, "team-b"));
+    assert_true(hs_auth_request_tenant(&req, NULL, &t));
+    assert_true(hs_str_eq(t, "team-a"));
+    h.value = HS_STR("team a\r\nx: y");
+    assert_false(hs_auth_request_tenant(&req, NULL, &t));
+    assert_true(hs_auth_request_tenant(&req, "team-b", &t)); /* ignored when a token decides */
+    req.header_count = 0;
+    assert_true(hs_auth_request_tenant(&req, NULL, &t));
+    assert_int_equal(t.len, 0);
+    done(&fx);
+}
+
+static void test_tenant_ids(void **state)
+{
+    assert_true(hs_tenant_valid("team-a", 6));
+    assert_true(hs_tenant_valid("A.b_c!*'()-9", 12));
+    assert_false(hs_tenant_valid("", 0));
+    assert_false(hs_tenant_valid(".", 1));
+    assert_false(hs_tenant_valid("..", 2));
+    assert_false(hs_tenant_valid("a/b", 3));
+    assert_false(hs_tenant_valid("a b", 3));
+    assert_false(hs_tenant_valid("a|b", 3));
+    assert_false(hs_tenant_valid("a\0b", 3));
+    char id[152];
+    memset(id, 'x', sizeof(id));
+    assert_true(hs_tenant_valid(id, 150));
+    assert_false(hs_tenant_valid(id, 151));
+}
+
+/* A tenants file re-read when it changes, at most once a second; a broken version keeps the
+ * credentials read before. The clock is the test's, far ahead of the real one, so the checks'
+ * own once-a-second look never interferes. */
+static void test_rotation(void **state)
+{
+    const char *path = write_file("tenants", "team-a:tok-1\n");
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), "{tenants_file: %s}", path);
+    struct fx fx;
+    build(&fx, yaml);
+    assert_int_equal(fx.rc, 0);
+    const char *tenant;
+    assert_int_equal(check2(fx.auth, "Bearer tok-1", NULL, &tenant), HS_AUTH_OK);
+    assert_string_equal(tenant, "team-a");
+    uint64_t t0 = hs_now_ms() + 1000000000;
+    hs_auth_refresh(fx.auth, t0);
+
+    write_file("tenants", "team-a:tok-2\nteam-b:tok-b\n");
+    hs_auth_refresh(fx.auth, t0 + 999); /* within the second: not looked at */
+    assert_int_equal(check(fx.auth, "Bearer tok-1"), HS_AUTH_OK);
+    assert_int_equal(check(fx.auth, "Bearer tok-2"), HS_AUTH_INVALID);
+    hs_auth_refresh(fx.auth, t0 + 1000);
+    assert_int_equal(check(fx.auth, "Bearer tok-1"), HS_AUTH_INVALID); /* revoked */
+    assert_int_equal(check2(fx.auth, "Bearer tok-2", NULL, &tenant), HS_AUTH_OK);
+    assert_string_equal(tenant, "team-a");
+    assert_int_equal(check2(fx.auth, "Bearer tok-b", NULL, &tenant), HS_AUTH_OK);
+    assert_string_equal(tenant, "team-b");
+
+    write_file("tenants", "team-a tok-3\n"); /* broken: the last good set stays */
+    hs_auth_refresh(fx.auth, t0 + 2000);
+    assert_int_equal(check(fx.auth, "Bearer tok-2"), HS_AUTH_OK);
+    assert_int_equal(check(fx.auth, "Bearer tok-3"), HS_AUTH_INVALID);
+    unlink(path); /* gone for a moment (a rotation half done): still the last good set */
+    hs_auth_refresh(fx.auth, t0 + 3000);
+    assert_int_equal(check(fx.auth, "Bearer tok-2"), HS_AUTH_OK);
+    write_file("tenants", "team-c:tok-3\n");
+    hs_auth_refresh(fx.auth, t0 + 4000);
+    assert_int_equal(check2(fx.auth, "Bearer tok-3", NULL, &tenant), HS_AUTH_OK);
+    assert_string_equal(tenant, "team-c");
+    assert_int_equal(check(fx.auth, "Bearer tok-2"), HS_AUTH_INVALID);
+    done(&fx);
+}
+
+static void test_failures_counted(void **state)
+{
+    struct hs_metrics *m = hs_metrics_new();
+    struct fx fx;
+    build(&fx, "{bearer_token: {token: t}}");
+    assert_int_equal(fx.rc, 0);
+    hs_auth_start(fx.auth, m, "otlp");
+    check(fx.auth, NULL);
+    check(fx.auth, "Bearer nope");
+    check(fx.auth, "Bearer nope2");
+    check(fx.auth, "Bearer t");
+    struct hs_buf b = {0};
+    assert_int_equal(hs_metrics_render(m, &b), 0);
+    assert_int_equal(hs_buf_putc(&b, '\0'), 0);
+    const char *text = (const char *)b.data;
+    assert_non_null(strstr(
+        text, "hotspan_receiver_auth_failures_total{receiver=\"otlp\",reason=\"missing\"} 1\n"));
+    assert_non_null(strstr(
+        text, "hotspan_receiver_auth_failures_total{receiver=\"otlp\",reason=\"invalid\"} 2\n"));
+    assert_null(strstr(text, "nope")); /* never the credential */
+    hs_buf_free(&b);
+    done(&fx);
+    hs_metrics_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_token),
+        cmocka_unit_test(test_wrong_lengths),
+        cmocka_unit_test(test_token_file),
+        cmocka_unit_test(test_missing_file_is_positioned_error),
+        cmocka_unit_test(test_config_mistakes),
+        cmocka_unit_test(test_htpasswd),
+        cmocka_unit_test(test_tenants),
+        cmocka_unit_test(test_tenant_ids),
+        cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_failures_counted),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
