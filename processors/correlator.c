@@ -1,6 +1,6 @@
 /* correlator.c: the correlator processor (design.md §7): indexes profiles as they pass, finds slow
  * spans, parks those whose profile is still to come, and releases them annotated with what the
- * profiles say (processors/correlator/: index, baseline, match, nplus1). One instance sees both
+ * profiles say (processors/correlator/: index, baseline, match, nplus1, ui). One instance sees both
  * signals (`shared`): traces go on to `next`, profiles, unchanged and at once, to
  * `next_profiles`. */
 #include <inttypes.h>
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/admin.h"
 #include "core/buf.h"
 #include "core/semconv.h"
 #include "pdata/profiles.h"
@@ -38,6 +39,21 @@ static const struct hs_config_field labels_fields[] = {
     {"trace_tenant", HS_CFG_STRING, offsetof(struct corr_config, labels.trace_tenant) - C, NULL,
      .doc = "resource attribute naming a span's tenant (X-Scope-OrgID of its profiles); when "
             "unset or absent, `tenant` is used"},
+    {0},
+};
+#undef C
+
+#define C offsetof(struct corr_config, ui)
+static const struct hs_config_field ui_fields[] = {
+    {"enabled", HS_CFG_BOOL, offsetof(struct corr_config, ui.enabled) - C, "true",
+     .doc = "serve /ui on the admin endpoint: recent slow spans, their flame graphs"},
+    {"recent", HS_CFG_UINT, offsetof(struct corr_config, ui.recent) - C, "50", .min = 1,
+     .max = 1000,
+     .doc = "slow spans /ui keeps (each a few KiB, at most 64KiB); the oldest goes first"},
+    {"grafana_url", HS_CFG_URL, offsetof(struct corr_config, ui.grafana_url) - C, NULL,
+     .doc = "base URL of Grafana: /ui links each span's trace in Explore; unset: no link"},
+    {"tempo_datasource", HS_CFG_STRING, offsetof(struct corr_config, ui.tempo_datasource) - C,
+     "tempo", .doc = "uid of Grafana's Tempo data source the Explore link opens"},
     {0},
 };
 #undef C
@@ -98,6 +114,8 @@ static const struct hs_config_field corr_fields[] = {
      .doc = "base URL for profile.link (e.g. the Pyroscope UI); unset: no link"},
     {"n_plus_one", HS_CFG_SECTION, offsetof(struct corr_config, n_plus_one),
      .sub = nplus1_fields, .doc = "N+1 detection"},
+    {"ui", HS_CFG_SECTION, offsetof(struct corr_config, ui), .sub = ui_fields,
+     .doc = "the /ui page on the admin endpoint"},
     {"grown", HS_CFG_SECTION, offsetof(struct corr_config, grown), .sub = grown_fields,
      .doc = "functions grown against the service's baseline"},
     {"limits", HS_CFG_SECTION, offsetof(struct corr_config, limits), .sub = limits_fields,
@@ -157,6 +175,7 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
     c->index.ud = c;
     corr_latency_init(&c->latency, &c->stats);
     corr_frags_init(&c->frags, &c->stats);
+    corr_ui_init(&c->ui, c->conf.ui.enabled ? c->conf.ui.recent : 0);
     c->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     c->clock = mono_clock;
     *out = &c->base;
@@ -281,6 +300,10 @@ static void release(struct correlator *c, struct corr_parked **ps, uint32_t n,
                                               .attrs_len = at[2 * j + 1] - at[2 * j]};
         struct hs_traces *part = NULL;
         int rc = hs_traces_edit(ps[i]->group, ed, j - i, false, &part);
+        if (rc == 0 && part && out && !hs_traces_same_tenant(out, part)) {
+            deliver(c, out); /* one request never carries two tenants' spans */
+            out = NULL;
+        }
         if (rc == 0 && part && !out) {
             out = part;
         } else if (rc == 0 && part) {
@@ -386,13 +409,15 @@ struct scan_ctx {
     struct slow_rec *slow;
     uint32_t nslow, cap;
     uint32_t next; /* the group rescan: which slow_rec the next span is */
+    const char *tenant; /* the batch's (X-Scope-OrgID), for spans without labels.trace_tenant */
 };
 
-static void fill_span(struct correlator *c, const struct hs_span_view *v, struct corr_span *s)
+static void fill_span(struct correlator *c, const char *batch_tenant, const struct hs_span_view *v,
+                      struct corr_span *s)
 {
     const char *tk = c->conf.labels.trace_tenant;
-    s->tenant = c->conf.tenant ? (struct hs_str){c->conf.tenant, strlen(c->conf.tenant)}
-                               : (struct hs_str){"", 0};
+    const char *dt = batch_tenant && *batch_tenant ? batch_tenant : c->conf.tenant;
+    s->tenant = dt ? (struct hs_str){dt, strlen(dt)} : (struct hs_str){"", 0};
     if (tk && *tk) {
         struct hs_str t;
         if (hs_attrs_find_str(v->resource, 1, tk, &t))
@@ -447,7 +472,7 @@ static int visit_span(void *ud, const struct hs_span_view *v)
     struct scan_ctx *x = ud;
     struct correlator *c = x->c;
     struct corr_span s;
-    fill_span(c, v, &s);
+    fill_span(c, x->tenant, v, &s);
     if (v->parent_span_id.len == 8 && v->trace_id.len == 16) {
         struct hs_str stmt = {"", 0};
         hs_span_attr_str(x->data, v, HS_ATTR_DB_STATEMENT, &stmt);
@@ -476,7 +501,7 @@ static int visit_group(void *ud, const struct hs_span_view *v)
     struct slow_rec *r = &x->slow[x->next++];
     char reason[sizeof(r->span.slow_reason)];
     memcpy(reason, r->span.slow_reason, sizeof(reason));
-    fill_span(x->c, v, &r->span);
+    fill_span(x->c, x->tenant, v, &r->span);
     memcpy(r->span.slow_reason, reason, sizeof(reason));
     r->offset = v->offset;
     return 0;
@@ -499,6 +524,7 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
         return rc ? rc : HS_EINVAL;
     struct hs_otlp_scan res;
     x->data = group->data;
+    x->tenant = group->tenant; /* the parked spans' tenant lives as long as their group */
     x->next = 0;
     rc = hs_otlp_traces_scan(group->data, group->len, NULL, visit_group, x, &res);
     if (rc) {
@@ -546,7 +572,7 @@ static int corr_consume_traces(struct hs_component *base, struct hs_traces *batc
         hs_traces_unref(batch);
         return HS_EAGAIN;
     }
-    struct scan_ctx x = {.c = c, .data = batch->data};
+    struct scan_ctx x = {.c = c, .data = batch->data, .tenant = batch->tenant};
     struct hs_otlp_scan res;
     int rc = hs_otlp_traces_scan(batch->data, batch->len, NULL, visit_span, &x, &res);
     hs_counter_add(c->stats.checked, res.spans);
@@ -681,6 +707,12 @@ static double gauge_bytes(void *ud)
                     c->frags.cap * sizeof(struct corr_frag));
 }
 
+static double gauge_ui_bytes(void *ud)
+{
+    struct correlator *c = ud;
+    return (double)c->ui.bytes;
+}
+
 static int corr_start(struct hs_component *base, const struct hs_host *host)
 {
     struct correlator *c = hs_container_of(base, struct correlator, base);
@@ -719,7 +751,20 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
                      gauge_parked, c);
     hs_metrics_gauge(m, "correlator_index_bytes", "Memory of the correlator's indexes", L(""),
                      gauge_bytes, c);
+    if (c->ui.cap) {
+        hs_metrics_gauge(m, "correlator_ui_bytes", "Memory of the recent slow spans kept for /ui",
+                         L(""), gauge_ui_bytes, c);
+        c->ui.cut = hs_metrics_counter(m, "correlator_ui_truncated_total",
+                                       "Stacks or frames of /ui snapshots left out by their caps",
+                                       L(""));
+    }
 #undef L
+    if (c->ui.cap && host->admin) {
+        if (hs_admin_route(host->admin, "/ui", corr_ui_handle, c) == 0)
+            c->admin = host->admin;
+        else
+            hs_log_warn(base->id, "no room for /ui on the admin endpoint: the page is off");
+    }
     uv_timer_init(host->loop, &c->timer);
     uv_unref((uv_handle_t *)&c->timer);
     c->timer.data = c;
@@ -738,6 +783,10 @@ static void corr_shutdown(struct hs_component *base, hs_done_cb done)
         return;
     }
     c->done = done;
+    if (c->admin) { /* the admin endpoint outlives us: no request may reach us after done */
+        hs_admin_unroute(c->admin, c);
+        c->admin = NULL;
+    }
     release_all(c, CORR_REASON_SHUTDOWN); /* annotated with what is known */
     c->closing = true;
     outq_flush(c);
@@ -769,6 +818,7 @@ static void corr_destroy(struct hs_component *base)
     corr_index_free(&c->index);
     corr_latency_free(&c->latency);
     corr_frags_free(&c->frags);
+    corr_ui_free(&c->ui);
     hs_config_free_fields(corr_fields, &c->conf);
     free(c);
 }

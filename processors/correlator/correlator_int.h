@@ -15,6 +15,7 @@
 #include "core/metrics.h"
 #include "pdata/otlp_wire.h"
 
+struct hs_arena;
 struct hs_buf;
 struct hs_profile;
 struct hs_traces;
@@ -33,6 +34,13 @@ struct hs_traces;
 #define CORR_TRUNK_SHARE 0.9      /* root-most frames passing this share to one callee: trunk */
 #define CORR_HOT_PATH_MIN 0.1     /* hot path frames below this share are dropped */
 #define CORR_BASE_WEIGHT 0.125    /* weight of each closed bucket in the function baseline */
+#define CORR_UI_STACKS 256        /* heaviest matched stacks kept per /ui entry */
+#define CORR_UI_DEPTH 64          /* frames kept per stack of a /ui entry (root-most) */
+#define CORR_UI_FRAMES 4096       /* frames kept per /ui entry in all */
+#define CORR_UI_NAME 160          /* bytes of a function name kept for /ui */
+#define CORR_UI_TEXT 256          /* bytes of other /ui strings (span name, statement, link) */
+#define CORR_UI_ENTRY_BYTES 65536 /* hard cap of one /ui entry's memory */
+#define CORR_UI_LIST 64           /* top and grown functions kept per /ui entry */
 
 struct corr_config {
     struct {
@@ -47,6 +55,11 @@ struct corr_config {
     } labels;
     char *tenant;
     char *pyroscope_url;
+    struct {
+        bool enabled;
+        uint32_t recent;
+        char *grafana_url, *tempo_datasource;
+    } ui;
     struct {
         uint32_t min_count;
     } n_plus_one;
@@ -263,6 +276,105 @@ struct corr_parked {
 
 typedef uint64_t (*hs_corr_clock_fn)(void *ud);
 
+/* ---- the /ui page (ui.c) ---------------------------------------------------------------- */
+
+/* A stack of matched samples, root first (for a subtree match, from the anchor down). */
+struct corr_mstack {
+    const uint32_t *fids;
+    uint32_t depth;
+    int64_t value;
+};
+
+/* What one annotation found, handed to the /ui ring; everything is borrowed for the call. */
+struct corr_ui_note {
+    const struct corr_span *span;
+    enum corr_match kind;
+    enum corr_reason reason; /* with kind NONE */
+    const struct corr_svc *svc; /* NULL when the service has no profiles */
+    const char *type;           /* profile type id, or NULL */
+    const struct corr_mstack *stacks;
+    uint32_t nstacks;
+    int64_t total; /* the matched samples, kept stacks and folded ones */
+    const uint32_t *path;
+    uint32_t npath;
+    struct { uint32_t fid; double share; } top[CORR_UI_LIST];
+    uint32_t ntop;
+    struct { uint32_t fid; double share, base; } grown[CORR_UI_LIST];
+    uint32_t ngrown;
+    const struct corr_frag_group *nplus1; /* when it made the pattern */
+    const char *link;                     /* profile.link, or NULL */
+    size_t link_len;
+    double cpu_share; /* < 0 when not known */
+};
+
+/* One recent slow span as /ui shows it: a copy, so it outlives the batch and the index. All of
+ * it lives in its own arena, capped at CORR_UI_ENTRY_BYTES. Names are indices into names[]. */
+struct corr_ui_fn {
+    uint32_t name;
+    double share, base; /* of the matched samples; base: the baseline share (grown only) */
+};
+
+struct corr_ui_stack {
+    uint32_t first, depth; /* frames[first .. first + depth), root first */
+    int64_t value;
+};
+
+struct corr_ui_entry {
+    struct hs_arena *arena;
+    size_t bytes;
+    uint64_t start_ns, dur_ns;
+    char trace_hex[33], span_hex[17];
+    enum corr_match kind;
+    enum corr_reason reason;
+    char slow_reason[48];
+    char *tenant, *service, *name, *type, *stmt, *link;
+    uint32_t nplus1; /* alike children when they made the N+1 pattern, else 0 */
+    double cpu_share;
+    char **names;
+    uint32_t nnames;
+    uint32_t *frames;
+    uint32_t nframes;
+    struct corr_ui_stack *stacks;
+    uint32_t nstacks;
+    int64_t total;                 /* the matched samples (the flame graph's root) */
+    uint32_t cut_stacks, cut_frames; /* left out by the caps */
+    int64_t cut_value;             /* samples of the stacks left out */
+    uint32_t *hot;
+    uint32_t nhot;
+    struct corr_ui_fn *top, *grown;
+    uint32_t ntop, ngrown;
+};
+
+struct corr_ui {
+    struct corr_ui_entry **ring; /* [cap]; the oldest is replaced first */
+    uint32_t cap, n, head;       /* head: the next slot written */
+    uint64_t seq;                /* entries recorded in all */
+    size_t bytes;
+    struct hs_counter *cut;      /* snapshot frames or stacks left out by the caps */
+    struct hs_counter dummy;
+};
+
+void corr_ui_init(struct corr_ui *ui, uint32_t cap);
+void corr_ui_free(struct corr_ui *ui);
+/* Copies what the note says (bounded: CORR_UI_*) into the ring, evicting the oldest entry. */
+void corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n);
+/* The newest entry with that span id (hex, either case), or NULL; i = 0 is the newest. */
+const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex);
+const struct corr_ui_entry *corr_ui_get(const struct corr_ui *ui, uint32_t i);
+/* The /ui pages, into out: the list, and one span by its hex id. */
+int corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
+                        struct hs_buf *out);
+/* Returns 0, or HS_ENOENT when no entry has that span id. */
+int corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
+                        struct hs_str span_hex, struct hs_buf *out);
+void corr_ui_render_not_found(struct hs_buf *out);
+/* HTML-escapes n bytes of s into out (& < > " ' as entities). */
+void corr_html_escape(struct hs_buf *out, const char *s, size_t n);
+
+struct hs_http_request;
+/* The admin handler for /ui and /ui/span/<id>; ud is the correlator. */
+void corr_ui_handle(void *ud, struct hs_http_request *req);
+
 struct correlator {
     struct hs_component base;
     struct corr_config conf;
@@ -270,6 +382,8 @@ struct correlator {
     struct corr_index index;
     struct corr_latency latency;
     struct corr_frags frags;
+    struct corr_ui ui;
+    struct hs_admin *admin; /* where /ui is routed, until shutdown */
     hs_corr_clock_fn clock;
     void *clock_ud;
     uv_timer_t timer;
@@ -289,6 +403,11 @@ struct correlator {
 
 /* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
  * when nothing matches), N+1, link. Returns the match kind. */
+/* Percent-encodes s (NUL-terminated) for a URL's query: all but unreserved characters. */
+void corr_url_escape(struct hs_buf *b, const char *s);
+/* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
+const char *corr_reason_name(enum corr_reason r);
+
 enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
                               enum corr_reason fallback, struct hs_buf *attrs);
 

@@ -12,13 +12,6 @@
 #include "pdata/traces_edit.h"
 #include "processors/correlator/correlator_int.h"
 
-/* A stack of the matched samples: root first (for a subtree, from the anchor function down). */
-struct mstack {
-    const uint32_t *fids;
-    uint32_t depth;
-    int64_t value;
-};
-
 struct matched {
     struct corr_svc *svc;
     struct corr_type *type;
@@ -28,7 +21,7 @@ struct matched {
     int64_t window_total;  /* all samples of the window */
     uint32_t *wfids;       /* functions with samples in the window; totals in index scratch */
     uint32_t nwfids;
-    struct mstack *stacks; /* the matched samples' stacks */
+    struct corr_mstack *stacks; /* the matched samples' stacks */
     uint32_t nstacks, capstacks;
     int64_t total;         /* the matched samples (kept stacks and folded ones) */
     int64_t span_value;    /* exact: samples carrying the span id */
@@ -43,7 +36,7 @@ static void push_stack(struct matched *m, const uint32_t *fids, uint32_t depth, 
         if (!m->stacks)
             abort();
     }
-    m->stacks[m->nstacks++] = (struct mstack){fids, depth, v};
+    m->stacks[m->nstacks++] = (struct corr_mstack){fids, depth, v};
 }
 
 static const struct corr_spanagg *bucket_span(const struct corr_bucket *b, struct hs_str id)
@@ -222,7 +215,7 @@ static int put_list(struct hs_buf *attrs, const char *key, char (*text)[160], ui
  * of a subtree match), which the span already names. */
 static void put_top(struct correlator *c, struct matched *m, struct hs_str span_name,
                     const uint32_t *path, const int64_t *pvals, uint32_t npath,
-                    struct hs_buf *attrs)
+                    struct hs_buf *attrs, struct corr_ui_note *note)
 {
     uint32_t top = HS_MIN(c->conf.top, 64);
     struct corr_svc *s = m->svc;
@@ -270,6 +263,11 @@ static void put_top(struct correlator *c, struct matched *m, struct hs_str span_
     for (uint32_t i = 0; i < nr; i++)
         snprintf(text[i], sizeof(text[i]), "%s %.0f%%", s->names[r[i].fid].disp,
                  round(100.0 * (double)r[i].total / (double)m->total));
+    for (uint32_t i = 0; note && i < nr && i < CORR_UI_LIST; i++) {
+        note->top[i].fid = r[i].fid;
+        note->top[i].share = (double)r[i].total / (double)m->total;
+        note->ntop = i + 1;
+    }
     if (nr)
         put_list(attrs, HS_ATTR_PROFILE_TOP_FUNCTIONS, text, nr);
     free(text);
@@ -292,7 +290,8 @@ static void put_hot_path(struct matched *m, const uint32_t *path, uint32_t npath
 
 /* profile.grown_functions: window shares against the type's decayed baseline of closed
  * buckets, in percentage points, when above grown.min_pp. */
-static void put_grown(struct correlator *c, struct matched *m, struct hs_buf *attrs)
+static void put_grown(struct correlator *c, struct matched *m, struct hs_buf *attrs,
+                      struct corr_ui_note *note)
 {
     struct corr_type *t = m->type;
     if (t->base_buckets == 0 || m->window_total <= 0)
@@ -311,13 +310,20 @@ static void put_grown(struct correlator *c, struct matched *m, struct hs_buf *at
     char(*text)[160] = hs_xmalloc(HS_MAX(nr, 1) * sizeof(*text));
     for (uint32_t i = 0; i < nr; i++)
         snprintf(text[i], sizeof(text[i]), "%s +%.0fpp", m->svc->names[r[i].fid].disp, r[i].pp);
+    for (uint32_t i = 0; note && i < nr && i < CORR_UI_LIST; i++) {
+        uint32_t f = r[i].fid;
+        note->grown[i].fid = f;
+        note->grown[i].share = (double)c->index.scratch[f] / (double)m->window_total;
+        note->grown[i].base = f < t->nbase ? t->base[f] : 0.0;
+        note->ngrown = i + 1;
+    }
     if (nr)
         put_list(attrs, HS_ATTR_PROFILE_GROWN_FUNCTIONS, text, nr);
     free(text);
     free(r);
 }
 
-static void url_escape(struct hs_buf *b, const char *s)
+void corr_url_escape(struct hs_buf *b, const char *s)
 {
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
@@ -332,23 +338,23 @@ static void url_escape(struct hs_buf *b, const char *s)
 /* profile.link: `<pyroscope_url>/?query=<type>{<profile_service label>="<service>"}&from=<unix
  * s>&until=<unix s>` (query URL-escaped; the window the match used), which Pyroscope's UI opens
  * as the service's flame graph for that range. */
-static void put_link(struct correlator *c, struct matched *m, struct hs_buf *attrs)
+static void put_link(struct correlator *c, struct matched *m, struct hs_buf *attrs,
+                     struct hs_buf *u)
 {
     const char *base = c->conf.pyroscope_url;
     if (!base || !*base)
         return;
-    struct hs_buf q = {0}, u = {0};
+    struct hs_buf q = {0};
     hs_buf_printf(&q, "%s{%s=\"%s\"}", m->type->id, c->conf.labels.profile_service,
                   m->svc->service);
     hs_buf_putc(&q, 0);
     size_t bl = strlen(base);
-    hs_buf_printf(&u, "%.*s/?query=", (int)(bl && base[bl - 1] == '/' ? bl - 1 : bl), base);
-    url_escape(&u, (const char *)q.data);
-    hs_buf_printf(&u, "&from=%lld&until=%lld", (long long)(m->lo_ns / 1000000000),
+    hs_buf_printf(u, "%.*s/?query=", (int)(bl && base[bl - 1] == '/' ? bl - 1 : bl), base);
+    corr_url_escape(u, (const char *)q.data);
+    hs_buf_printf(u, "&from=%lld&until=%lld", (long long)(m->lo_ns / 1000000000),
                   (long long)((m->hi_ns + 999999999) / 1000000000));
-    hs_attr_string(attrs, HS_ATTR_PROFILE_LINK, (const char *)u.data, u.len);
+    hs_attr_string(attrs, HS_ATTR_PROFILE_LINK, (const char *)u->data, u->len);
     hs_buf_free(&q);
-    hs_buf_free(&u);
 }
 
 static const char *const reason_names[] = {
@@ -360,14 +366,21 @@ static const char *const reason_names[] = {
     [CORR_REASON_SHUTDOWN] = "shutdown",
 };
 
-static void put_nplus1(struct correlator *c, const struct corr_span *s, struct hs_buf *attrs)
+const char *corr_reason_name(enum corr_reason r)
+{
+    return (size_t)r < HS_ARRAY_SIZE(reason_names) ? reason_names[r] : "";
+}
+
+static const struct corr_frag_group *put_nplus1(struct correlator *c, const struct corr_span *s,
+                                                struct hs_buf *attrs)
 {
     const struct corr_frag_group *g = corr_frags_best(&c->frags, s->trace_id, s->span_id);
     if (!g || g->count < c->conf.n_plus_one.min_count)
-        return;
+        return NULL;
     hs_attr_string(attrs, HS_ATTR_PATTERN, "n_plus_one", 10);
     hs_attr_int(attrs, HS_ATTR_N_PLUS_ONE_COUNT, g->count);
     hs_attr_string(attrs, HS_ATTR_N_PLUS_ONE_STATEMENT, g->text, strlen(g->text));
+    return g;
 }
 
 /* Finds the samples matching s; false (with *why) when there are none. */
@@ -412,7 +425,10 @@ enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
 {
     hs_attr_bool(attrs, HS_ATTR_SLOW, true);
     hs_attr_string(attrs, HS_ATTR_SLOW_REASON, s->slow_reason, strlen(s->slow_reason));
-    put_nplus1(c, s, attrs);
+    /* the /ui ring is told what the attributes say, in structured form */
+    struct corr_ui_note *note = c->ui.cap ? hs_xcalloc(1, sizeof(*note)) : NULL;
+    struct hs_buf link = {0};
+    const struct corr_frag_group *g = put_nplus1(c, s, attrs);
     struct matched m = {0};
     enum corr_reason why = fallback;
     bool ok = fallback != CORR_REASON_PARKED_LIMIT && find_match(c, s, &m, &why);
@@ -426,6 +442,8 @@ enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
         if (m.type)
             hs_attr_string(attrs, HS_ATTR_PROFILE_TYPE, m.type->id, strlen(m.type->id));
         m.kind = CORR_MATCH_NONE;
+        if (note)
+            *note = (struct corr_ui_note){.reason = why, .type = m.type ? m.type->id : NULL};
     } else {
         const char *k = m.kind == CORR_MATCH_SPAN ? "span" : "window";
         hs_attr_string(attrs, HS_ATTR_PROFILE_MATCH, k, strlen(k));
@@ -433,20 +451,48 @@ enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
         uint32_t path[CORR_MAX_STACK_DEPTH];
         int64_t pvals[CORR_MAX_STACK_DEPTH];
         uint32_t npath = hot_path(&m, path, pvals, CORR_MAX_STACK_DEPTH);
-        put_top(c, &m, s->name, path, pvals, npath, attrs);
+        put_top(c, &m, s->name, path, pvals, npath, attrs, note);
         put_hot_path(&m, path, npath, attrs);
+        double cpu_share = -1;
         if (m.kind == CORR_MATCH_SPAN) {
             char hex[17];
             for (size_t i = 0; i < 8; i++)
                 snprintf(hex + 2 * i, 3, "%02x", (uint8_t)s->span_id.ptr[i]);
             hs_attr_string(attrs, HS_ATTR_PYROSCOPE_PROFILE_ID, hex, 16);
-            if (m.type->cpu_ns && s->end_ns > s->start_ns)
-                hs_attr_double(attrs, HS_ATTR_PROFILE_CPU_SHARE,
-                               (double)m.span_value / (double)(s->end_ns - s->start_ns));
+            if (m.type->cpu_ns && s->end_ns > s->start_ns) {
+                cpu_share = (double)m.span_value / (double)(s->end_ns - s->start_ns);
+                hs_attr_double(attrs, HS_ATTR_PROFILE_CPU_SHARE, cpu_share);
+            }
         }
-        put_grown(c, &m, attrs);
-        put_link(c, &m, attrs);
+        put_grown(c, &m, attrs, note);
+        put_link(c, &m, attrs, &link);
+        if (note) {
+            note->svc = m.svc;
+            note->type = m.type->id;
+            note->stacks = m.stacks;
+            note->nstacks = m.nstacks;
+            note->total = m.total;
+            note->path = path;
+            note->npath = npath;
+            note->cpu_share = cpu_share;
+            note->link = link.len ? (const char *)link.data : NULL;
+            note->link_len = link.len;
+            note->span = s;
+            note->kind = m.kind;
+            note->nplus1 = g;
+            corr_ui_record(&c->ui, note); /* while path[] and the stacks are alive */
+        }
     }
+    if (note && m.kind == CORR_MATCH_NONE) {
+        note->span = s;
+        note->kind = CORR_MATCH_NONE;
+        note->svc = m.svc;
+        note->cpu_share = -1;
+        note->nplus1 = g;
+        corr_ui_record(&c->ui, note);
+    }
+    free(note);
+    hs_buf_free(&link);
     for (uint32_t i = 0; i < m.nwfids; i++) /* the scratch is zero between uses */
         c->index.scratch[m.wfids[i]] = 0;
     free(m.wfids);

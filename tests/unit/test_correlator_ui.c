@@ -1,0 +1,623 @@
+/* test_correlator_ui.c: the correlator's /ui ring and pages: the ring's bound and eviction, the
+ * snapshot's caps (stacks, depth, frames) and merging, HTML escaping of client-sent names, and
+ * the pages rendered for a slow N+1 span annotated by the real correlator (rows, flame graph
+ * frames, hot path, grown functions, links, 404). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/arena.h"
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/component.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "otlp_build.h"
+#include "pdata/otlp_wire.h"
+#include "pdata/profiles.h"
+#include "pdata/traces.h"
+#include "processors/correlator/correlator_int.h"
+
+extern const struct hs_component_type hs_processor_correlator;
+#define CT hs_processor_correlator
+
+#define T0 INT64_C(1717000000)
+#define S(sec) ((uint64_t)((T0 + (sec)) * INT64_C(1000000000)))
+#define MS(ms) ((uint64_t)(ms)*1000000u)
+
+/* ---- fakes ------------------------------------------------------------------------------ */
+
+struct capture {
+    struct hs_component base;
+    bool ready;
+    struct hs_traces *t[32];
+    int n;
+    struct hs_profiles *p[8];
+    int np;
+};
+
+static int cap_traces(struct hs_component *c, struct hs_traces *t)
+{
+    struct capture *k = hs_container_of(c, struct capture, base);
+    assert_true(k->ready);
+    assert_true(k->n < 32);
+    k->t[k->n++] = t;
+    return 0;
+}
+
+static int cap_profiles(struct hs_component *c, struct hs_profiles *p)
+{
+    struct capture *k = hs_container_of(c, struct capture, base);
+    assert_true(k->np < 8);
+    k->p[k->np++] = p;
+    return 0;
+}
+
+static bool cap_ready(struct hs_component *c)
+{
+    return hs_container_of(c, struct capture, base)->ready;
+}
+
+static const struct hs_component_type cap_type = {.name = "capture",
+                                                  .kind = HS_KIND_EXPORTER,
+                                                  .consume_traces = cap_traces,
+                                                  .consume_profiles = cap_profiles,
+                                                  .ready = cap_ready};
+
+static uint64_t fake_now;
+
+static uint64_t fake_clock(void *ud)
+{
+    return fake_now;
+}
+
+struct fx {
+    uv_loop_t loop;
+    struct hs_metrics *m;
+    struct hs_config_doc doc;
+    struct capture traces, profiles;
+    struct hs_component *tp, *pp;
+    struct hs_consumer next, next_profiles;
+    struct hs_component *c;
+    int done;
+};
+
+static void setup(struct fx *f, const char *yaml)
+{
+    memset(f, 0, sizeof(*f));
+    build_arena = hs_arena_new(1 << 16, 0);
+    uv_loop_init(&f->loop);
+    f->m = hs_metrics_new();
+    struct hs_error err = {0};
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &f->doc, &err), 0);
+    int rc = CT.create(f->doc.root, "processors.correlator", &f->c, &err);
+    for (size_t i = 0; i < err.count; i++)
+        fprintf(stderr, "%s\n", err.lines[i]);
+    assert_int_equal(rc, 0);
+    hs_error_free(&err);
+    f->traces.base.type = f->profiles.base.type = &cap_type;
+    f->traces.ready = f->profiles.ready = true;
+    f->tp = &f->traces.base;
+    f->pp = &f->profiles.base;
+    f->next = (struct hs_consumer){.targets = &f->tp, .count = 1};
+    f->next_profiles = (struct hs_consumer){.targets = &f->pp, .count = 1};
+    f->c->type = &CT;
+    f->c->id = "correlator";
+    f->c->next = &f->next;
+    f->c->next_profiles = &f->next_profiles;
+    f->c->loop = &f->loop;
+    f->c->metrics = f->m;
+    fake_now = 1000000;
+    hs_correlator_set_clock(f->c, fake_clock, NULL);
+    const struct hs_host host = {.loop = &f->loop, .metrics = f->m};
+    assert_int_equal(CT.start(f->c, &host), 0);
+}
+
+static struct fx *current;
+
+static void on_done(struct hs_component *c)
+{
+    current->done++;
+}
+
+static void shutdown_fx(struct fx *f)
+{
+    current = f;
+    CT.shutdown(f->c, on_done);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(f->done, 1);
+    CT.shutdown(f->c, on_done); /* twice is harmless */
+    assert_int_equal(f->done, 1);
+}
+
+static void teardown(struct fx *f)
+{
+    if (!f->done)
+        shutdown_fx(f);
+    CT.destroy(f->c);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    for (int i = 0; i < f->traces.n; i++)
+        hs_traces_unref(f->traces.t[i]);
+    for (int i = 0; i < f->profiles.np; i++)
+        hs_profiles_unref(f->profiles.p[i]);
+    hs_metrics_free(f->m);
+    hs_config_doc_free(&f->doc);
+    hs_arena_free(build_arena);
+}
+
+/* ---- profiles by hand ------------------------------------------------------------------- */
+
+struct pstack {
+    const char *fns[8]; /* root first, NULL-terminated */
+    int64_t v;
+    const uint8_t *span; /* 8 bytes, or NULL */
+};
+
+static struct hs_profile *mkprofile(const char *service, int64_t from_s, int64_t until_s,
+                                    const struct pstack *st, size_t n)
+{
+    struct hs_profile *p = hs_profile_new();
+    struct hs_arena *a = p->arena;
+    assert_int_equal(hs_profile_set_label(p, "service_name", 12, service, strlen(service)), 0);
+    p->service = hs_profile_label(p, "service_name");
+    p->from_ns = (T0 + from_s) * INT64_C(1000000000);
+    p->until_ns = (T0 + until_s) * INT64_C(1000000000);
+    struct hs_profile_summary *s = &p->summary;
+    s->ntypes = 1;
+    s->types = hs_arena_alloc(a, sizeof(char *));
+    s->units = hs_arena_alloc(a, sizeof(char *));
+    s->type_ids = hs_arena_alloc(a, sizeof(char *));
+    s->types[0] = "cpu";
+    s->units[0] = "nanoseconds";
+    s->type_ids[0] = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+    s->main_type = 0;
+    s->funcs = hs_arena_alloc(a, 32 * sizeof(*s->funcs));
+    s->stacks = hs_arena_alloc(a, n * sizeof(*s->stacks));
+    s->spans = hs_arena_alloc(a, (n + 1) * sizeof(*s->spans));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *fids = hs_arena_alloc(a, 8 * sizeof(*fids));
+        uint32_t d = 0;
+        for (; st[i].fns[d]; d++) {
+            uint32_t f = 0;
+            while (f < s->nfuncs && strcmp(s->funcs[f].name, st[i].fns[d]) != 0)
+                f++;
+            if (f == s->nfuncs) {
+                s->funcs[f].name = st[i].fns[d];
+                s->funcs[f].file = "";
+                s->funcs[f].self = hs_arena_alloc(a, sizeof(int64_t));
+                s->funcs[f].total = hs_arena_alloc(a, sizeof(int64_t));
+                s->funcs[f].self[0] = s->funcs[f].total[0] = 0;
+                s->nfuncs++;
+            }
+            fids[d] = f;
+            bool seen = false;
+            for (uint32_t k = 0; k < d; k++)
+                seen = seen || fids[k] == f;
+            if (!seen)
+                s->funcs[f].total[0] += st[i].v;
+        }
+        s->funcs[fids[d - 1]].self[0] += st[i].v;
+        struct hs_profile_stack *ps = &s->stacks[s->nstacks++];
+        ps->funcs = fids;
+        ps->depth = d;
+        ps->values = hs_arena_alloc(a, sizeof(int64_t));
+        ps->values[0] = st[i].v;
+        ps->span = HS_PROFILE_NO_SPAN;
+        if (st[i].span) {
+            uint32_t k = 0;
+            while (k < s->nspans && memcmp(s->spans[k].id, st[i].span, 8) != 0)
+                k++;
+            if (k == s->nspans) {
+                memcpy(s->spans[k].id, st[i].span, 8);
+                s->spans[k].values = hs_arena_alloc(a, sizeof(int64_t));
+                s->spans[k].values[0] = 0;
+                s->nspans++;
+            }
+            s->spans[k].values[0] += st[i].v;
+            ps->span = k;
+        }
+    }
+    return p;
+}
+
+static int send_profiles(struct fx *f, const char *tenant, struct hs_profile *p)
+{
+    struct hs_profiles *b = hs_profiles_new(tenant);
+    assert_int_equal(hs_profiles_add(b, p), 0);
+    int before = f->profiles.np;
+    int rc = CT.consume_profiles(f->c, b);
+    if (rc == 0) { /* passed on at once, the very same batch */
+        assert_int_equal(f->profiles.np, before + 1);
+        assert_ptr_equal(f->profiles.p[before], b);
+    }
+    return rc;
+}
+
+#define MAIN "main.main"
+#define HANDLE "main.handle"
+#define FIND "main.(*UserRepository).findByEmail"
+#define LOADP "main.(*UserRepository).loadPreferences"
+#define QUERY "github.com/jackc/pg.(*Client).query"
+#define HEALTH "main.healthz"
+#define XSS "app.<script>alert(\"x\")</script>'&"
+
+static struct hs_profile *userdb(int64_t from_s, int64_t until_s, bool slow)
+{
+    const struct pstack st[] = {
+        {{MAIN, HANDLE, FIND, LOADP, QUERY}, slow ? 31 : 3, NULL},
+        {{MAIN, HANDLE, FIND, LOADP}, slow ? 21 : 2, NULL},
+        {{MAIN, HANDLE, FIND}, slow ? 13 : 10, NULL},
+        {{MAIN, HANDLE, HEALTH}, slow ? 28 : 80, NULL},
+        {{MAIN, XSS}, slow ? 7 : 5, NULL},
+    };
+    return mkprofile("user-db", from_s, until_s, st, HS_ARRAY_SIZE(st));
+}
+
+static struct correlator *corr(struct fx *f)
+{
+    return hs_container_of(f->c, struct correlator, base);
+}
+
+static char *render_list(const struct correlator *c)
+{
+    struct hs_buf b = {0};
+    assert_int_equal(corr_ui_render_list(&c->ui, &c->conf, &b), 0);
+    hs_buf_putc(&b, 0);
+    return (char *)b.data;
+}
+
+static char *render_span(const struct correlator *c, const char *hex)
+{
+    struct hs_buf b = {0};
+    int rc = corr_ui_render_span(&c->ui, &c->conf, (struct hs_str){hex, strlen(hex)}, &b);
+    if (rc == HS_ENOENT) {
+        assert_int_equal(b.len, 0);
+        return NULL;
+    }
+    assert_int_equal(rc, 0);
+    hs_buf_putc(&b, 0);
+    return (char *)b.data;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* ---- the ring --------------------------------------------------------------------------- */
+
+static struct corr_span fake_span(char *name, uint8_t *id)
+{
+    struct corr_span s = {.tenant = {"", 0},
+                          .service = HS_STR("svc"),
+                          .name = {name, strlen(name)},
+                          .trace_id = {(char *)id, 16},
+                          .span_id = {(char *)id, 8},
+                          .start_ns = S(1),
+                          .end_ns = S(1) + MS(700)};
+    snprintf(s.slow_reason, sizeof(s.slow_reason), "threshold 500ms");
+    return s;
+}
+
+static void test_ring_bound_and_eviction(void **state)
+{
+    struct corr_ui ui;
+    corr_ui_init(&ui, 3);
+    char names[5][8];
+    uint8_t ids[5][16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(names[i], sizeof(names[i]), "s%d", i);
+        memset(ids[i], 0xa0 + i, sizeof(ids[i]));
+        struct corr_span sp = fake_span(names[i], ids[i]);
+        struct corr_ui_note n = {
+            .span = &sp, .kind = CORR_MATCH_NONE, .reason = CORR_REASON_TIMEOUT, .cpu_share = -1};
+        corr_ui_record(&ui, &n);
+        assert_int_equal(ui.n, i < 3 ? i + 1 : 3);
+        size_t sum = 0;
+        for (uint32_t k = 0; k < ui.n; k++)
+            sum += corr_ui_get(&ui, k)->bytes;
+        assert_true(sum > 0);
+        assert_int_equal(ui.bytes, sum); /* the gauge: every entry counted, the evicted not */
+    }
+    assert_int_equal(ui.seq, 5);
+    assert_null(corr_ui_get(&ui, 3));
+    assert_string_equal(corr_ui_get(&ui, 0)->name, "s4"); /* newest first */
+    assert_string_equal(corr_ui_get(&ui, 1)->name, "s3");
+    assert_string_equal(corr_ui_get(&ui, 2)->name, "s2");
+    assert_null(corr_ui_find(&ui, HS_STR("a0a0a0a0a0a0a0a0"))); /* evicted */
+    assert_null(corr_ui_find(&ui, HS_STR("a1a1a1a1a1a1a1a1")));
+    const struct corr_ui_entry *e = corr_ui_find(&ui, HS_STR("A3A3A3A3A3A3A3A3"));
+    assert_non_null(e);
+    assert_string_equal(e->name, "s3");
+    assert_string_equal(e->span_hex, "a3a3a3a3a3a3a3a3");
+    assert_string_equal(e->trace_hex, "a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3");
+    assert_int_equal(e->dur_ns, MS(700));
+    assert_int_equal(e->reason, CORR_REASON_TIMEOUT);
+    assert_null(corr_ui_find(&ui, HS_STR("a3a3")));
+    corr_ui_free(&ui);
+    assert_int_equal(ui.bytes, 0);
+}
+
+/* A fake service of `nf` functions "fn0".. for the snapshot. */
+static struct corr_svc *fake_svc(uint32_t nf)
+{
+    struct corr_svc *s = calloc(1, sizeof(*s));
+    s->names = calloc(nf, sizeof(*s->names));
+    for (uint32_t i = 0; i < nf; i++) {
+        char b[32];
+        snprintf(b, sizeof(b), "fn%u", i);
+        s->names[i].name = s->names[i].disp = strdup(b);
+    }
+    s->nnames = nf;
+    return s;
+}
+
+static void free_svc(struct corr_svc *s)
+{
+    for (uint32_t i = 0; i < s->nnames; i++)
+        free(s->names[i].name);
+    free(s->names);
+    free(s);
+}
+
+/* nst distinct stacks of `depth` frames (+1 duplicate of the first); returns the entry. */
+static const struct corr_ui_entry *record_stacks(struct corr_ui *ui, struct corr_svc *svc,
+                                                 uint32_t nst, uint32_t depth, uint32_t **fids)
+{
+    struct corr_mstack *st = calloc(nst + 1, sizeof(*st));
+    *fids = calloc((size_t)nst * depth, sizeof(**fids));
+    for (uint32_t i = 0; i < nst; i++) {
+        uint32_t *f = *fids + i * depth;
+        for (uint32_t d = 0; d < depth; d++)
+            f[d] = d % svc->nnames;
+        f[depth - 1] = i % svc->nnames; /* distinct by the last two frames */
+        if (depth > 1)
+            f[depth - 2] = (f[depth - 2] + i / svc->nnames) % svc->nnames;
+        st[i] = (struct corr_mstack){f, depth, 1000 - (int64_t)i};
+    }
+    st[nst] = (struct corr_mstack){*fids, depth, 5000}; /* the same frames as stack 0 */
+    uint8_t id[16] = {1};
+    char name[] = "GET /x";
+    struct corr_span sp = fake_span(name, id);
+    struct corr_ui_note n = {.span = &sp,
+                             .kind = CORR_MATCH_WINDOW,
+                             .svc = svc,
+                             .type = "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+                             .stacks = st,
+                             .nstacks = nst + 1,
+                             .total = 1,
+                             .cpu_share = -1};
+    corr_ui_record(ui, &n);
+    free(st);
+    return corr_ui_get(ui, 0);
+}
+
+static void test_snapshot_caps(void **state)
+{
+    struct corr_ui ui;
+    corr_ui_init(&ui, 2);
+    struct corr_svc *svc = fake_svc(200);
+    uint32_t *fids;
+    /* 300 shallow stacks: the 256 heaviest are kept, the merged duplicate first */
+    const struct corr_ui_entry *e = record_stacks(&ui, svc, 300, 3, &fids);
+    free(fids);
+    assert_int_equal(e->nstacks, CORR_UI_STACKS);
+    assert_int_equal(e->cut_stacks, 300 - CORR_UI_STACKS);
+    assert_int_equal(e->cut_frames, 0);
+    assert_int_equal(e->stacks[0].value, 6000); /* 1000 + 5000, merged */
+    assert_int_equal(e->stacks[1].value, 999);
+    int64_t cut = 0;
+    for (uint32_t i = CORR_UI_STACKS; i < 300; i++)
+        cut += 1000 - (int64_t)i;
+    assert_int_equal(e->cut_value, cut);
+    int64_t kept = 0;
+    for (uint32_t i = 0; i < e->nstacks; i++)
+        kept += e->stacks[i].value;
+    assert_int_equal(e->total, kept + cut); /* the root is never narrower than its stacks */
+    assert_int_equal(ui.cut->value, 300 - CORR_UI_STACKS);
+    /* 100 deep stacks: each cut to 64 frames, and only as many as 4096 frames hold */
+    e = record_stacks(&ui, svc, 100, 100, &fids);
+    free(fids);
+    uint32_t fit = CORR_UI_FRAMES / CORR_UI_DEPTH;
+    assert_int_equal(e->nstacks, fit);
+    assert_int_equal(e->nframes, fit * CORR_UI_DEPTH);
+    for (uint32_t i = 0; i < e->nstacks; i++) {
+        assert_int_equal(e->stacks[i].depth, CORR_UI_DEPTH);
+        assert_string_equal(e->names[e->frames[e->stacks[i].first]], "fn0"); /* root-most kept */
+    }
+    assert_int_equal(e->cut_stacks, 100 - fit);
+    assert_int_equal(e->cut_frames, fit * (100 - CORR_UI_DEPTH));
+    assert_true(e->bytes <= CORR_UI_ENTRY_BYTES);
+    assert_true(e->nnames <= svc->nnames);
+    assert_int_equal(ui.bytes, corr_ui_get(&ui, 0)->bytes + corr_ui_get(&ui, 1)->bytes);
+    corr_ui_free(&ui);
+    free_svc(svc);
+}
+
+static void test_escaping(void **state)
+{
+    struct hs_buf b = {0};
+    const char in[] = "<script>alert(\"x\")</script>'&\x01";
+    corr_html_escape(&b, in, sizeof(in) - 1);
+    hs_buf_putc(&b, 0);
+    assert_string_equal((char *)b.data, "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#39;"
+                                        "&amp;\xEF\xBF\xBD");
+    hs_buf_free(&b);
+}
+
+/* ---- the pages of a real annotation ------------------------------------------------------ */
+
+static Span *mkspan(const char *name, uint8_t seed, uint64_t start, uint64_t dur_ns)
+{
+    Span *s = span(name, seed);
+    s->start_time_unix_nano = start;
+    s->end_time_unix_nano = start + dur_ns;
+    return s;
+}
+
+static struct hs_traces *traces_of(const char *service, size_t n, Span **sp)
+{
+    Request *r = request(service, 1, (ScopeSpans **)list(1, scope_spans("sc", n, sp)));
+    struct bytes b = pack(r);
+    uint8_t *p = malloc(b.len);
+    memcpy(p, b.p, b.len);
+    return hs_traces_wrap(p, b.len, b.len, (uint32_t)n, 1);
+}
+
+/* A slow "findByEmail" with 12 "SELECT preferences" children, after two normal minutes (the
+ * baseline) and the slow one. */
+static void nplus1_scenario(struct fx *f, const char *span_name)
+{
+    assert_int_equal(send_profiles(f, NULL, userdb(-60, -50, false)), 0);
+    assert_int_equal(send_profiles(f, NULL, userdb(-50, -40, false)), 0);
+    assert_int_equal(send_profiles(f, NULL, userdb(0, 5, true)), 0);
+    assert_int_equal(send_profiles(f, NULL, userdb(5, 10, true)), 0);
+    Span *sp[13];
+    sp[0] = mkspan(span_name, 7, S(2), MS(612));
+    for (int i = 1; i < 13; i++) {
+        sp[i] = mkspan("SELECT preferences", (uint8_t)(20 + i), S(2) + MS(i), MS(3));
+        sp[i]->trace_id = sp[0]->trace_id;
+        sp[i]->parent_span_id = sp[0]->span_id;
+        sp[i]->n_attributes = 1;
+        sp[i]->attributes =
+            (KV **)list(1, kv("db.statement", any_str("SELECT * FROM preferences WHERE id = 42")));
+    }
+    assert_int_equal(CT.consume_traces(f->c, traces_of("user-db", 13, sp)), 0);
+    assert_int_equal(hs_correlator_parked(f->c), 0); /* its profile was there: annotated at once */
+}
+
+static void test_pages_of_an_nplus1_span(void **state)
+{
+    struct fx f;
+    setup(&f, "{pyroscope_url: 'http://pyro:4040/', ui: {recent: 4, grafana_url: "
+              "'http://grafana:3000/', tempo_datasource: 'tmp\"o'}}");
+    struct correlator *c = corr(&f);
+    char *html = render_list(c);
+    assert_non_null(strstr(html, "id=\"empty\"")); /* the empty state */
+    assert_null(strstr(html, "<table"));
+    free(html);
+    nplus1_scenario(&f, "findByEmail");
+    assert_int_equal(c->ui.n, 1);
+    const struct corr_ui_entry *e = corr_ui_get(&c->ui, 0);
+    assert_string_equal(e->span_hex, "6b6c6d6e6f707172"); /* seed 7 + 100 */
+    assert_int_equal(e->kind, CORR_MATCH_WINDOW);
+    assert_int_equal(e->nplus1, 12);
+    assert_true(e->bytes < 4096); /* sized by what it keeps, not by the caps */
+    assert_int_equal(c->ui.bytes, e->bytes);
+    html = render_list(c);
+    assert_null(strstr(html, "id=\"empty\""));
+    assert_non_null(strstr(html, "<td>user-db</td><td><a href=\"/ui/span/6b6c6d6e6f707172\">"
+                                 "findByEmail</a></td><td class=\"num\">612 ms</td><td><span "
+                                 "class=\"m m-window\">window</span></td><td>"
+                                 "UserRepository.loadPreferences <span class=\"sub\">"));
+    assert_non_null(strstr(html, "<td class=\"num\">12</td>"));
+    assert_non_null(strstr(html, "<td class=\"mono\">2024-05-29 16:26:42.000</td>"));
+    free(html);
+
+    html = render_span(c, "6B6C6D6E6F707172");
+    assert_non_null(html);
+    /* the annotations */
+    assert_non_null(strstr(html, "<tr><th>Slow because</th><td>threshold 500ms</td></tr>"));
+    assert_non_null(strstr(html, "<ol id=\"top\"><li>UserRepository.loadPreferences "));
+    assert_non_null(strstr(html, "<span id=\"hot-path\">UserRepository.findByEmail &gt; "
+                                 "UserRepository.loadPreferences &gt; Client.query</span>"));
+    assert_non_null(strstr(html, "N+1: <b id=\"nplus1\">12</b> alike children: <code>SELECT * "
+                                 "FROM preferences WHERE id = ?</code>"));
+    assert_non_null(strstr(html, "href=\"http://pyro:4040/?query=process_cpu%3Acpu"));
+    /* Grafana: Explore on the trace id, the data source uid JSON- then URL-escaped */
+    assert_non_null(strstr(html, "href=\"http://grafana:3000/explore?schemaVersion=1&amp;orgId=1"
+                                 "&amp;panes=%7B%22hs%22%3A%7B%22datasource%22%3A%22tmp%5C%22o"));
+    assert_non_null(strstr(html, "%22query%22%3A%220708090a0b0c0d0e0f10111213141516%22"));
+    /* the flame graph: the subtree under findByEmail, every frame named, the hot path outlined */
+    assert_non_null(strstr(html, "<svg class=\"flame\""));
+    assert_non_null(strstr(html, "<text x=\"4\" y=\"12.5\">UserRepository.findByEmail</text>"));
+    assert_non_null(strstr(html, "<text x=\"4\" y=\"12.5\">UserRepository.loadPreferences"
+                                 "</text>"));
+    assert_non_null(strstr(html, "<text x=\"4\" y=\"12.5\">Client.query</text>"));
+    assert_int_equal(count(html, "class=\"fr hot\""), 4); /* all > find > loadP > query */
+    assert_int_equal(count(html, "class=\"fr\""), 0);     /* nothing else under findByEmail */
+    /* the root spans the full width */
+    assert_non_null(strstr(html, "<svg x=\"0.00\" y=\"0\" width=\"1200.00\" height=\"17\" "
+                                 "class=\"fr hot\"><title>all — 100.0%"));
+    /* grown against the baseline */
+    assert_non_null(strstr(html, "<table id=\"grown\">"));
+    assert_non_null(strstr(html, "<tr><td>UserRepository.loadPreferences</td><td class=\"num\">"
+                                 "52%</td><td class=\"num\">5%</td><td class=\"num\">+47pp"));
+    free(html);
+    assert_null(render_span(c, "0000000000000001"));
+    assert_null(render_span(c, "6b6c"));
+    teardown(&f);
+}
+
+/* A function and a span name carrying markup render as text. */
+static void test_client_names_are_escaped(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    struct correlator *c = corr(&f);
+    nplus1_scenario(&f, "<img src=x onerror=alert(1)>");
+    char *html = render_list(c);
+    assert_null(strstr(html, "<img"));
+    assert_non_null(strstr(html, "&lt;img src=x onerror=alert(1)&gt;"));
+    free(html);
+    html = render_span(c, corr_ui_get(&c->ui, 0)->span_hex);
+    assert_null(strstr(html, "<img"));
+    assert_null(strstr(html, "<script"));
+    /* a window match (no function named like the span): the XSS frame is in the graph */
+    assert_non_null(strstr(html, "<text x=\"4\" y=\"12.5\">app.&lt;script&gt;alert(&quot;x&quot;)"
+                                 "&lt;/script&gt;&#39;&amp;</text>"));
+    assert_non_null(
+        strstr(html, "<title>user-db &lt;img src=x onerror=alert(1)&gt; · hotspan</title>"));
+    /* no links configured */
+    assert_non_null(strstr(html, "none configured"));
+    free(html);
+    teardown(&f);
+}
+
+static void test_disabled_keeps_nothing(void **state)
+{
+    struct fx f;
+    setup(&f, "{ui: {enabled: false}}");
+    nplus1_scenario(&f, "findByEmail");
+    assert_int_equal(corr(&f)->ui.cap, 0);
+    assert_int_equal(corr(&f)->ui.n, 0);
+    assert_int_equal(corr(&f)->ui.bytes, 0);
+    teardown(&f);
+}
+
+static void test_recent_bounds(void **state)
+{
+    struct hs_error err = {0};
+    struct hs_config_doc doc;
+    const char *bad = "{ui: {recent: 0}}";
+    assert_int_equal(hs_config_parse("t.yaml", bad, strlen(bad), &doc, &err), 0);
+    struct hs_component *c = NULL;
+    assert_int_equal(CT.create(doc.root, "processors.correlator", &c, &err), HS_EINVAL);
+    assert_true(err.count >= 1);
+    assert_non_null(strstr(err.lines[0], "processors.correlator.ui.recent"));
+    hs_error_free(&err);
+    hs_config_doc_free(&doc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_bound_and_eviction),
+        cmocka_unit_test(test_snapshot_caps),
+        cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_pages_of_an_nplus1_span),
+        cmocka_unit_test(test_client_names_are_escaped),
+        cmocka_unit_test(test_disabled_keeps_nothing),
+        cmocka_unit_test(test_recent_bounds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
