@@ -1,15 +1,19 @@
 /* main.c: the command line. `hotspan` runs the embedded default config, `-c FILE` runs a file,
- * `validate` checks one without starting, `config-reference` prints every component's keys. */
+ * `demo` runs one with a built-in traffic generator, `validate` checks one without starting,
+ * `config-reference` prints every component's keys. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uv.h>
 
 #include "buf.h"
 #include "component.h"
 #include "config.h"
+#include "demo/demo.h"
 #include "log.h"
 #include "service.h"
 #include "tls.h"
@@ -21,6 +25,10 @@ enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 static const char usage[] =
     "usage: hotspan [-c FILE]            run a config (default: the embedded one)\n"
+    "       hotspan demo [-c FILE] [--duration SECONDS] [--seed N]\n"
+    "                                    run it with built-in traffic sent to its own receivers\n"
+    "                                    (api-server -> user-db, N+1 requests, CPU profiles) and\n"
+    "                                    print each slow span the correlator enriched\n"
     "       hotspan validate -c FILE     check a config without starting; errors as\n"
     "                                    FILE:LINE:COL: key.path: message\n"
     "       hotspan config-reference     print every component's config keys (Markdown)\n"
@@ -30,15 +38,27 @@ static const char usage[] =
     "  -c, --config FILE   the YAML config (OpenTelemetry-Collector-shaped)\n"
     "  -h, --help          this text\n"
     "  -v, --version       the version\n"
+    "  --duration SECONDS  demo: generate for this long, then drain and exit 0 (default: until\n"
+    "                      SIGTERM/Ctrl-C)\n"
+    "  --seed N            demo: the traffic's random seed, to repeat a run (default: the clock)\n"
     "\n"
     "exit status: 0 clean exit (after SIGTERM/SIGINT, everything accepted was sent),\n"
-    "             1 runtime failure (e.g. a port in use), 2 usage or config error\n";
+    "             1 runtime failure (e.g. a port in use), 2 usage or config error (for demo,\n"
+    "             also a config without the receivers it sends to)\n";
+
+struct demo_opts {
+    bool on;
+    uint64_t duration_s; /* 0: until a signal */
+    uint64_t seed;
+};
 
 struct run {
     uv_loop_t loop;
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t deadline; /* service.shutdown_timeout */
+    uv_timer_t demo_end; /* demo --duration */
     struct hs_service *svc;
+    struct hs_demo *demo; /* while the generator runs */
     bool stopping;
     bool started;
 };
@@ -68,6 +88,7 @@ static void drained(void *ud)
     uv_close((uv_handle_t *)&r->sigint, NULL);
     uv_close((uv_handle_t *)&r->sighup, NULL);
     uv_close((uv_handle_t *)&r->deadline, NULL);
+    uv_close((uv_handle_t *)&r->demo_end, NULL);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -80,13 +101,62 @@ static void on_deadline(uv_timer_t *t)
     exit(EXIT_RUNTIME);
 }
 
-static void begin_shutdown(struct run *r)
+static void drain(struct run *r)
 {
-    r->stopping = true;
     uint64_t ms = hs_service_shutdown_timeout(r->svc);
     if (ms)
         uv_timer_start(&r->deadline, on_deadline, ms, 0);
     hs_service_shutdown(r->svc, drained, r);
+}
+
+static void demo_stopped(void *ud)
+{
+    struct run *r = ud;
+    r->demo = NULL;
+    drain(r);
+}
+
+/* The generator stops first (its last requests and profiles answered), so the service drains
+ * everything it sent, as it would any client's. */
+static void begin_shutdown(struct run *r)
+{
+    r->stopping = true;
+    uv_timer_stop(&r->demo_end);
+    if (r->demo)
+        hs_demo_stop(r->demo, demo_stopped, r);
+    else
+        drain(r);
+}
+
+static void on_demo_end(uv_timer_t *t)
+{
+    struct run *r = t->data;
+    hs_log_info("demo", "--duration passed: stopping the generator, then draining");
+    begin_shutdown(r);
+}
+
+static void demo_banner(const struct hs_demo_targets *t, uint64_t seed)
+{
+    printf("hotspan demo: a built-in generator sends traffic into this hotspan over its own "
+           "receivers:\n"
+           "  traces    api-server GET /users/:id -> user-db UserRepository.findByEmail, to %s\n"
+           "            every few seconds an N+1 request: findByEmail ~600 ms, 30-60 "
+           "preference queries\n"
+           "  profiles  CPU (pprof) of both services every 1-2 s, to %s\n",
+           t->traces_url, t->ingest_url);
+    if (t->admin[0]) {
+        char host[256];
+        uint16_t port;
+        if (hs_parse_endpoint(t->admin, host, sizeof(host), &port) == 0) {
+            const char *h = !host[0] || strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host;
+            printf("  ui        http://%s:%u/ui   (metrics: /metrics)\n", h, (unsigned)port);
+        }
+    }
+    printf("Slow spans (the correlator's slow.threshold) are printed below once the profile "
+           "covering them has\narrived (a few seconds): service, span, duration, where the CPU "
+           "went, N+1. Seed %" PRIu64 ".\nCtrl-C to stop.\n\n",
+           seed);
+    fflush(stdout);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -109,19 +179,32 @@ static void on_sighup(uv_signal_t *h, int signum)
     hs_tls_reload_all();
 }
 
-static int run(const char *path)
+static int run(const char *path, const struct demo_opts *demo)
 {
     struct run r = {0};
     int rc = load(path, &r.svc);
     if (rc)
         return rc;
+    struct hs_demo_targets targets;
+    if (demo->on) {
+        struct hs_error err = {0};
+        rc = hs_demo_targets_read(path, hs_default_config, hs_default_config_len, &targets, &err);
+        for (size_t i = 0; i < err.count; i++)
+            fprintf(stderr, "%s\n", err.lines[i]);
+        hs_error_free(&err);
+        if (rc) {
+            hs_service_free(r.svc);
+            return EXIT_USAGE;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&r.loop);
     uv_signal_init(&r.loop, &r.sigterm);
     uv_signal_init(&r.loop, &r.sigint);
     uv_signal_init(&r.loop, &r.sighup);
     uv_timer_init(&r.loop, &r.deadline);
-    r.sigterm.data = r.sigint.data = r.deadline.data = &r;
+    uv_timer_init(&r.loop, &r.demo_end);
+    r.sigterm.data = r.sigint.data = r.deadline.data = r.demo_end.data = &r;
     uv_signal_start(&r.sigterm, on_signal, SIGTERM);
     uv_signal_start(&r.sigint, on_signal, SIGINT);
     uv_signal_start(&r.sighup, on_sighup, SIGHUP);
@@ -131,8 +214,19 @@ static int run(const char *path)
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(NULL, "%s", err.lines[i]);
     hs_error_free(&err);
-    if (srv)
+    if (srv) {
         begin_shutdown(&r);
+    } else if (demo->on) {
+        demo_banner(&targets, demo->seed);
+        r.demo = hs_demo_start(&r.loop, &targets, demo->seed);
+        if (!r.demo) {
+            hs_log_error("demo", "cannot make the HTTP client: exiting");
+            srv = HS_ENOMEM;
+            begin_shutdown(&r);
+        } else if (demo->duration_s) {
+            uv_timer_start(&r.demo_end, on_demo_end, demo->duration_s * 1000, 0);
+        }
+    }
     uv_run(&r.loop, UV_RUN_DEFAULT);
     hs_service_free(r.svc);
     if (uv_loop_close(&r.loop) != 0) {
@@ -184,6 +278,51 @@ static int config_reference(void)
     return 0;
 }
 
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    if (!s || !*s || *s == '-')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* `demo`'s own options; returns -1 to run, or an exit status. */
+static int demo_args(int argc, char **argv, const char **config, struct demo_opts *demo)
+{
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"duration", required_argument, NULL, 'd'},
+                                         {"seed", required_argument, NULL, 's'},
+                                         {0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
+        bool ok = true;
+        if (c == 'c')
+            *config = optarg;
+        else if (c == 'd')
+            ok = parse_u64(optarg, 86400 * 365, &demo->duration_s) && demo->duration_s > 0;
+        else if (c == 's')
+            ok = parse_u64(optarg, UINT64_MAX, &demo->seed);
+        else
+            ok = false;
+        if (!ok) {
+            if (c == 'd' || c == 's')
+                fprintf(stderr, "hotspan demo: --%s wants a whole number%s, not \"%s\"\n",
+                        c == 'd' ? "duration" : "seed", c == 'd' ? " of seconds > 0" : "", optarg);
+            fputs(usage, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "hotspan: unexpected argument \"%s\"\n%s", argv[optind], usage);
+        return EXIT_USAGE;
+    }
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
@@ -223,9 +362,17 @@ int main(int argc, char **argv)
         }
         return strcmp(cmd, "validate") == 0 ? validate(config) : config_reference();
     }
+    struct demo_opts demo = {.seed = (uint64_t)time(NULL)};
+    if (cmd && strcmp(cmd, "demo") == 0) {
+        demo.on = true;
+        int rc = demo_args(argc, argv, &config, &demo);
+        if (rc >= 0)
+            return rc;
+        return run(config, &demo);
+    }
     if (cmd) {
         fprintf(stderr, "hotspan: unknown command \"%s\"\n%s", cmd, usage);
         return EXIT_USAGE;
     }
-    return run(config);
+    return run(config, &demo);
 }

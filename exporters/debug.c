@@ -1,7 +1,8 @@
 /* debug.c: the debug exporter (otelcol's debug): a human summary of each batch on stdout.
  * basic: one line per batch; normal: also one line per span (read by the wire scanner without
  * decoding) or per profile; detailed: also the batch as one line of OTLP/JSON, or a profile's
- * labels and its top functions. */
+ * labels and its top functions; slow: nothing but one readable line per slow span the
+ * correlator enriched (what `hotspan demo` shows). */
 #include "exporters/debug.h"
 
 #include <inttypes.h>
@@ -15,15 +16,18 @@
 #include "core/config.h"
 #include "core/metrics.h"
 #include "core/semconv.h"
+#include "opentelemetry/proto/trace/v1/trace.pb-c.h"
 #include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
 #include "pdata/traces_edit.h"
 
-enum verbosity { VERBOSITY_BASIC, VERBOSITY_NORMAL, VERBOSITY_DETAILED };
+/* slow is not a step on the basic..detailed scale but a different view, so it comes last and
+ * is tested for by name, never with >= */
+enum verbosity { VERBOSITY_BASIC, VERBOSITY_NORMAL, VERBOSITY_DETAILED, VERBOSITY_SLOW };
 
-static const char *const verbosity_choices[] = {"basic", "normal", "detailed", NULL};
+static const char *const verbosity_choices[] = {"basic", "normal", "detailed", "slow", NULL};
 
 struct debug_config {
     char *verbosity;
@@ -33,7 +37,9 @@ static const struct hs_config_field debug_fields[] = {
     {"verbosity", HS_CFG_ENUM, offsetof(struct debug_config, verbosity), "basic",
      .choices = verbosity_choices,
      .doc = "basic: a line per batch; normal: and a line per span or profile; detailed: and the "
-            "OTLP/JSON, or a profile's labels and top functions"},
+            "OTLP/JSON, or a profile's labels and top functions; slow: only a readable line per "
+            "slow span the correlator annotated (service, span, duration, where the CPU went, "
+            "N+1)"},
     {0},
 };
 
@@ -112,6 +118,11 @@ static int put_hex(struct hs_buf *b, const char *label, struct hs_str id)
     return rc;
 }
 
+static int put_cstr(struct hs_buf *b, const char *s)
+{
+    return put_name(b, s ? (struct hs_str){s, strlen(s)} : (struct hs_str){"", 0});
+}
+
 struct span_ctx {
     struct hs_buf *b;
     const uint8_t *data; /* the batch's bytes, for attribute lookups */
@@ -174,10 +185,186 @@ static int debug_span_line(void *ud, const struct hs_span_view *s)
     return rc ? HS_ENOMEM : 0;
 }
 
+/* ---- slow: one readable line per enriched slow span ------------------------------------- */
+
+typedef Opentelemetry__Proto__Trace__V1__Span Span;
+typedef Opentelemetry__Proto__Common__V1__AnyValue AnyValue;
+
+static const AnyValue *span_attr(const Span *sp, const char *key)
+{
+    for (size_t i = 0; i < sp->n_attributes; i++)
+        if (sp->attributes[i]->key && strcmp(sp->attributes[i]->key, key) == 0)
+            return sp->attributes[i]->value;
+    return NULL;
+}
+
+static const char *attr_cstr(const Span *sp, const char *key)
+{
+    const AnyValue *v = span_attr(sp, key);
+    return v && v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE
+               ? v->string_value
+               : NULL;
+}
+
+/* A frame's short name: "UserRepository.findByEmail" -> "findByEmail", "./app.js:find:54" ->
+ * "find"; the console line has room for a path, not for packages. */
+static struct hs_str short_name(const char *s, size_t n)
+{
+    size_t end = n;
+    while (end > 0 && s[end - 1] >= '0' && s[end - 1] <= '9')
+        end--;
+    if (end == n || end == 0 || s[end - 1] != ':')
+        end = n; /* no ":<line>" suffix */
+    else
+        end--;
+    size_t start = end;
+    while (start > 0 && !strchr(".:/\\", s[start - 1]))
+        start--;
+    if (start == end)
+        start = 0;
+    return (struct hs_str){s + start, end - start};
+}
+
+/* Is `name` the end of `full`: equal, or after a '.', ':', '/' or '$' ("findByEmail" of
+ * "UserRepository.findByEmail")? */
+static bool ends_with_name(struct hs_str full, struct hs_str name)
+{
+    if (name.len == 0 || name.len > full.len ||
+        memcmp(full.ptr + full.len - name.len, name.ptr, name.len) != 0)
+        return false;
+    return name.len == full.len || strchr(".:/$", full.ptr[full.len - name.len - 1]);
+}
+
+/* profile.top_functions' entries, "<function> <share>%", split. */
+static void top_entry(const char *e, struct hs_str *fn, struct hs_str *pct)
+{
+    const char *sp = strrchr(e, ' ');
+    *fn = sp ? (struct hs_str){e, (size_t)(sp - e)} : (struct hs_str){e, strlen(e)};
+    *pct = sp ? (struct hs_str){sp + 1, strlen(sp + 1)} : (struct hs_str){"", 0};
+}
+
+/* Is frame the span's own function ("UserRepository.findByEmail" for a span so named, or
+ * named "findByEmail")? */
+static bool is_own(struct hs_str frame, struct hs_str name)
+{
+    return ends_with_name(frame, name) || ends_with_name(name, short_name(frame.ptr, frame.len));
+}
+
+/* "65% findByEmail > loadPreferences": the heaviest function of profile.top_functions other
+ * than the span's own (which holds all of an exact match: it says nothing), with its share,
+ * shown as the hot path from the span's own function down to it when it lies on the hot path.
+ * Falls back to the hot path's last frame. */
+static int put_verdict(struct hs_buf *b, const Span *sp)
+{
+    const AnyValue *top = span_attr(sp, HS_ATTR_PROFILE_TOP_FUNCTIONS);
+    const char *hot = attr_cstr(sp, HS_ATTR_PROFILE_HOT_PATH);
+    struct hs_str name = {sp->name ? sp->name : "", sp->name ? strlen(sp->name) : 0};
+    struct hs_str fn = {0}, pct = {0};
+    bool fn_own = false;
+    const Opentelemetry__Proto__Common__V1__ArrayValue *arr =
+        top && top->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE
+            ? top->array_value
+            : NULL;
+    for (size_t i = 0; arr && i < arr->n_values; i++) {
+        const AnyValue *v = arr->values[i];
+        if (v->value_case != OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
+            continue;
+        struct hs_str f, p;
+        top_entry(v->string_value, &f, &p);
+        bool own = is_own(f, name);
+        if (!fn.len || (fn_own && !own)) {
+            fn = f;
+            pct = p;
+            fn_own = own;
+        }
+    }
+    /* the hot path's frames, root first */
+    struct hs_str frames[64];
+    size_t nf = 0;
+    for (const char *p = hot; p && *p && nf < HS_ARRAY_SIZE(frames);) {
+        const char *sep = strstr(p, " > ");
+        size_t n = sep ? (size_t)(sep - p) : strlen(p);
+        frames[nf++] = (struct hs_str){p, n};
+        p = sep ? sep + 3 : p + n;
+    }
+    size_t to = nf, from = nf;
+    for (size_t i = 0; i < nf && fn.len; i++)
+        if (frames[i].len == fn.len && memcmp(frames[i].ptr, fn.ptr, fn.len) == 0)
+            to = from = i;
+    for (size_t i = 0; i < to; i++) /* the span's own function, above the top one */
+        if (is_own(frames[i], name))
+            from = i;
+    int rc = 0;
+    if (!fn.len && nf) { /* no ranking: the hot path's end says where the time went */
+        rc |= hs_buf_printf(b, "hot ");
+        fn = frames[nf - 1];
+    } else if (pct.len) {
+        rc |= put_name(b, pct);
+        rc |= hs_buf_putc(b, ' ');
+    }
+    if (!fn.len)
+        return rc | hs_buf_printf(b, "no stacks");
+    if (to == nf) {
+        struct hs_str s = short_name(fn.ptr, fn.len);
+        return rc | put_name(b, s);
+    }
+    for (size_t i = from; i <= to; i++) {
+        if (i > from)
+            rc |= hs_buf_printf(b, " > ");
+        rc |= put_name(b, short_name(frames[i].ptr, frames[i].len));
+    }
+    return rc;
+}
+
+/* <service>  <span>  <ms> ms — <verdict> — N+1: <n> queries  trace=<hex>: the columns two
+ * spaces apart, as span names have spaces of their own */
+static int slow_line(struct hs_buf *b, const uint8_t *data, const struct hs_span_view *s)
+{
+    struct hs_str match;
+    if (s->attributes == 0 || !hs_span_attr_str(data, s, HS_ATTR_PROFILE_MATCH, &match))
+        return 0; /* not a span the correlator annotated */
+    Span *sp = opentelemetry__proto__trace__v1__span__unpack(NULL, s->len, data + s->offset);
+    if (!sp) /* the scanner accepted it, so only memory can be short */
+        return HS_ENOMEM;
+    int rc = put_name(b, s->service_name);
+    rc |= hs_buf_printf(b, "  ");
+    rc |= put_name(b, s->name);
+    uint64_t ns = s->end_ns > s->start_ns ? s->end_ns - s->start_ns : 0;
+    rc |= hs_buf_printf(b, "  %" PRIu64 " ms \u2014 ", (ns + 500000) / 1000000);
+    if (hs_str_eq(match, "none")) {
+        const char *why = attr_cstr(sp, HS_ATTR_PROFILE_MATCH_REASON);
+        rc |= hs_buf_printf(b, "no profile (");
+        rc |= put_cstr(b, why);
+        rc |= hs_buf_putc(b, ')');
+    } else {
+        rc |= put_verdict(b, sp);
+    }
+    const AnyValue *n = span_attr(sp, HS_ATTR_N_PLUS_ONE_COUNT);
+    if (n && n->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE)
+        rc |= hs_buf_printf(b, " \u2014 N+1: %" PRId64 " queries", n->int_value);
+    rc |= put_hex(b, " trace", s->trace_id);
+    rc |= hs_buf_putc(b, '\n');
+    opentelemetry__proto__trace__v1__span__free_unpacked(sp, NULL);
+    return rc ? HS_ENOMEM : 0;
+}
+
+static int debug_slow_line(void *ud, const struct hs_span_view *s)
+{
+    const struct span_ctx *ctx = ud;
+    return slow_line(ctx->b, ctx->data, s);
+}
+
 static int debug_format(struct debug_exp *d, const struct hs_traces *t)
 {
     struct hs_buf *b = &d->text;
     hs_buf_reset(b);
+    if (d->level == VERBOSITY_SLOW) {
+        struct hs_otlp_scan scan = {0};
+        const struct hs_otlp_limits lim = {.max_value_depth = 128};
+        struct span_ctx ctx = {b, t->data};
+        int rc = hs_otlp_traces_scan(t->data, t->len, &lim, debug_slow_line, &ctx, &scan);
+        return rc == HS_ENOMEM ? rc : 0; /* unreadable: nothing slow to show (see below) */
+    }
     int rc = hs_buf_printf(b, "traces: %" PRIu32 " resource spans, %" PRIu32 " spans\n",
                            t->resource_spans, t->spans);
     if (rc == 0 && d->level >= VERBOSITY_NORMAL) {
@@ -201,7 +388,8 @@ static int debug_format(struct debug_exp *d, const struct hs_traces *t)
 static void debug_emit(struct debug_exp *d, int rc, uint32_t items, struct hs_counter *sent,
                        struct hs_counter *failed)
 {
-    if (rc == 0 &&
+    /* at slow most batches have nothing to show (and the buffer may never have been made) */
+    if (rc == 0 && d->text.len &&
         (fwrite(d->text.data, 1, d->text.len, d->out) != d->text.len || fflush(d->out) != 0))
         rc = HS_EIO;
     if (rc) {
@@ -233,11 +421,6 @@ static int debug_consume(struct hs_component *c, struct hs_traces *t)
 }
 
 /* ---- profiles --------------------------------------------------------------------------- */
-
-static int put_cstr(struct hs_buf *b, const char *s)
-{
-    return put_name(b, s ? (struct hs_str){s, strlen(s)} : (struct hs_str){"", 0});
-}
 
 /* <service> types=<id>,<id> samples=<n> from=<ns> dur=<ms>ms bytes=<n> */
 static int profile_line(struct hs_buf *b, const struct hs_profile *p)
@@ -318,10 +501,12 @@ static int debug_format_profiles(struct debug_exp *d, const struct hs_profiles *
 {
     struct hs_buf *b = &d->text;
     hs_buf_reset(b);
+    if (d->level == VERBOSITY_SLOW) /* profiles show through the spans they enrich */
+        return 0;
     int rc = hs_buf_printf(b, "profiles: %" PRIu32 " (tenant ", batch->count);
     rc = rc ? rc : put_cstr(b, batch->tenant);
     rc = rc ? rc : hs_buf_printf(b, ")\n");
-    for (uint32_t i = 0; i < batch->count && rc == 0 && d->level >= VERBOSITY_NORMAL; i++) {
+    for (uint32_t i = 0; i < batch->count && rc == 0 && d->level != VERBOSITY_BASIC; i++) {
         rc = profile_line(b, batch->items[i]);
         if (rc == 0 && d->level >= VERBOSITY_DETAILED)
             rc = profile_details(b, batch->items[i]);

@@ -1,6 +1,7 @@
 /* test_exporter_debug.c: the debug exporter's output at each verbosity (the exact summary and span
- * lines, then the JSON; the profile lines, labels and top functions), names that cannot forge
- * lines, its counters, config errors and lifecycle. */
+ * lines, then the JSON; the profile lines, labels and top functions; at slow, only the readable
+ * line of each enriched slow span), names that cannot forge lines, its counters, config errors
+ * and lifecycle. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -213,7 +214,7 @@ static void test_config_error(void **state)
     assert_null(fx->c);
     assert_int_equal(err.count, 1);
     assert_string_equal(err.lines[0], "t.yaml:1:12: exporters.debug.verbosity: \"loud\" is not "
-                                      "one of: basic, normal, detailed");
+                                      "one of: basic, normal, detailed, slow");
     hs_error_free(&err);
 }
 
@@ -338,6 +339,104 @@ static void test_profiles_detailed(void **state)
                                     "  labels:\n");
 }
 
+/* ---- slow ------------------------------------------------------------------------------- */
+
+/* The correlator's attributes on three spans of user-db: an N+1 span matched exactly, a slow
+ * span without a profile, and a fast span, which is not shown. */
+static const char *SLOW_BATCH =
+    "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+    "\"value\":{\"stringValue\":\"user-db\"}}]},\"scopeSpans\":[{\"spans\":["
+    "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"eee19b7ec3c1b174\","
+    "\"name\":\"UserRepository.findByEmail\",\"startTimeUnixNano\":\"1000000000\","
+    "\"endTimeUnixNano\":\"1612400000\",\"attributes\":["
+    "{\"key\":\"hotspan.slow\",\"value\":{\"boolValue\":true}},"
+    "{\"key\":\"hotspan.pattern\",\"value\":{\"stringValue\":\"n_plus_one\"}},"
+    "{\"key\":\"hotspan.n_plus_one.count\",\"value\":{\"intValue\":\"52\"}},"
+    "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"span\"}},"
+    "{\"key\":\"profile.top_functions\",\"value\":{\"arrayValue\":{\"values\":["
+    "{\"stringValue\":\"UserRepository.loadPreferences 65%\"},"
+    "{\"stringValue\":\"Client.query 58%\"}]}}},"
+    "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":"
+    "\"handle > UserRepository.findByEmail > UserRepository.loadPreferences > Client.query\"}}]},"
+    "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"0000000000000002\","
+    "\"name\":\"fast\",\"startTimeUnixNano\":\"1000000000\",\"endTimeUnixNano\":\"1040000000\"},"
+    "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"0000000000000003\","
+    "\"name\":\"GET /users/:id\",\"startTimeUnixNano\":\"1000000000\","
+    "\"endTimeUnixNano\":\"1700000000\",\"attributes\":["
+    "{\"key\":\"hotspan.slow\",\"value\":{\"boolValue\":true}},"
+    "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"none\"}},"
+    "{\"key\":\"profile.match_reason\",\"value\":{\"stringValue\":\"no_profiles_for_service\"}}"
+    "]}]}]}]}";
+
+static struct hs_traces *json_batch(const char *json, uint32_t rs, uint32_t spans)
+{
+    struct hs_buf wire = {0};
+    char err[256];
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
+    return hs_traces_wrap(wire.data, wire.len, wire.cap, spans, rs);
+}
+
+static void test_slow(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: slow");
+    /* first a batch with nothing slow: nothing written yet (not even from an empty buffer) */
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, batch(NULL)), 0);
+    assert_string_equal(output(fx), "");
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, json_batch(SLOW_BATCH, 1, 3)), 0);
+    consume_two(fx, "t1"); /* profiles print nothing at slow */
+    assert_string_equal(output(fx),
+                        "user-db  UserRepository.findByEmail  612 ms \u2014 65% findByEmail > "
+                        "loadPreferences \u2014 N+1: 52 queries  "
+                        "trace=5b8efff798038103d269b633813fc60c\n"
+                        "user-db  GET /users/:id  700 ms \u2014 no profile "
+                        "(no_profiles_for_service)  trace=0102030405060708090a0b0c0d0e0f10\n");
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_spans_total{exporter=\"debug\"} "), 6);
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_profiles_total{exporter=\"debug\"} "), 2);
+}
+
+/* The top function off the hot path is named alone; without a ranking the hot path's end is
+ * shown; the span's own function is passed over for the next; names from clients cannot forge
+ * a line. */
+static void test_slow_fallbacks(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: slow");
+    static const char *json =
+        "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+        "\"value\":{\"stringValue\":\"svc\\nx\"}}]},\"scopeSpans\":[{\"spans\":["
+        "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"eee19b7ec3c1b174\","
+        "\"name\":\"work\",\"startTimeUnixNano\":\"1000000000\","
+        "\"endTimeUnixNano\":\"1500000000\",\"attributes\":["
+        "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"window\"}},"
+        "{\"key\":\"profile.top_functions\",\"value\":{\"arrayValue\":{\"values\":["
+        "{\"stringValue\":\"./app.js:gc:12 40%\"}]}}},"
+        "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":\"main > work\"}}]},"
+        "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"0000000000000002\","
+        "\"name\":\"other\",\"startTimeUnixNano\":\"1000000000\","
+        "\"endTimeUnixNano\":\"1800000000\",\"attributes\":["
+        "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"window\"}},"
+        "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":\"main > pkg.Loop.spin\"}}]},"
+        "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"0000000000000003\","
+        "\"name\":\"findByEmail\",\"startTimeUnixNano\":\"1000000000\","
+        "\"endTimeUnixNano\":\"1600000000\",\"attributes\":["
+        "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"span\"}},"
+        "{\"key\":\"profile.top_functions\",\"value\":{\"arrayValue\":{\"values\":["
+        "{\"stringValue\":\"UserRepository.findByEmail 89%\"},"
+        "{\"stringValue\":\"UserRepository.loadPreferences 70%\"}]}}},"
+        "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":"
+        "\"handle > UserRepository.findByEmail > UserRepository.loadPreferences\"}}]}"
+        "]}]}]}";
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, json_batch(json, 1, 3)), 0);
+    assert_string_equal(output(fx),
+                        "svc?x  work  500 ms \u2014 40% gc  "
+                        "trace=5b8efff798038103d269b633813fc60c\n"
+                        "svc?x  other  800 ms \u2014 hot spin  "
+                        "trace=5b8efff798038103d269b633813fc60c\n"
+                        "svc?x  findByEmail  600 ms \u2014 70% findByEmail > loadPreferences  "
+                        "trace=5b8efff798038103d269b633813fc60c\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +444,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_normal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_normal_annotations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_detailed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_fallbacks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_profiles_basic, setup, teardown),
