@@ -16,6 +16,7 @@
 #include "config.h"
 #include "http_server.h"
 #include "metrics.h"
+#include "tls.h"
 
 struct admin_route {
     char *prefix;
@@ -195,17 +196,23 @@ static void admin_handle(void *ud, struct hs_http_request *req)
     }
 }
 
-int hs_admin_start(uv_loop_t *loop, const char *endpoint, struct hs_metrics *metrics,
-                   struct hs_admin **out, struct hs_error *err)
+int hs_admin_start(uv_loop_t *loop, const char *endpoint, const struct hs_tls_server_config *tls,
+                   struct hs_metrics *metrics, struct hs_admin **out, struct hs_error *err)
 {
     struct hs_admin *a = hs_xcalloc(1, sizeof(*a));
     a->metrics = metrics;
     hs_config_decode(hs_http_server_fields_common, NULL, &a->conf, "service.telemetry", err);
     a->conf.endpoint = hs_xstrdup(endpoint);
     a->conf.max_request_body_size = 4096;
+    if (tls) { /* borrowed for the call: the server keeps copies of what it needs */
+        a->conf.tls_enabled = true;
+        a->conf.tls = *tls;
+    }
     const struct hs_http_server_opts opts = {
         .config = &a->conf, .name = "admin", .handler = admin_handle, .ud = a, .metrics = metrics};
     int rc = hs_http_server_start(loop, &opts, &a->server, err);
+    a->conf.tls_enabled = false;
+    a->conf.tls = (struct hs_tls_server_config){0};
     if (rc) {
         hs_config_free_fields(hs_http_server_fields_common, &a->conf);
         free(a->conf.endpoint);

@@ -11,9 +11,11 @@
 
 struct hs_admin;
 struct hs_metrics;
+struct hs_tls_server_config;
 
-int hs_admin_start(uv_loop_t *loop, const char *endpoint, struct hs_metrics *metrics,
-                   struct hs_admin **out, struct hs_error *err);
+/* `tls` (borrowed for the call; NULL: plaintext) makes the endpoint TLS-only. */
+int hs_admin_start(uv_loop_t *loop, const char *endpoint, const struct hs_tls_server_config *tls,
+                   struct hs_metrics *metrics, struct hs_admin **out, struct hs_error *err);
 /* /healthz and /healthz/ready answer 503 until the first hs_admin_set_ready(a, true) (starting)
  * and after hs_admin_set_ready(a, false) (shutting down); /healthz/live answers 200 throughout. */
 void hs_admin_set_ready(struct hs_admin *a, bool ready);

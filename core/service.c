@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "tls.h"
 #include "buf.h"
 #include "common.h"
 #include "component.h"
@@ -47,6 +48,8 @@ static const struct hs_config_field health_fields[] = {
 
 struct telemetry_config {
     char *admin;
+    bool admin_tls_enabled;
+    struct hs_tls_server_config admin_tls;
     char *log_level;
     char *log_format;
     struct health_config health;
@@ -58,6 +61,10 @@ static const char *const log_formats[] = {"logfmt", "json", NULL};
 static const struct hs_config_field telemetry_fields[] = {
     {"admin", HS_CFG_ENDPOINT, offsetof(struct telemetry_config, admin), "127.0.0.1:13133",
      .doc = "admin endpoint: /healthz, /healthz/live, /healthz/ready, /metrics (and /ui)"},
+    {"admin_tls", HS_CFG_SECTION, offsetof(struct telemetry_config, admin_tls), NULL,
+     .sub = hs_tls_server_fields, .has_presence = true,
+     .presence_offset = offsetof(struct telemetry_config, admin_tls_enabled),
+     .doc = "serve the admin endpoint over TLS only (the keys of a listener's `tls:`)"},
     {"log_level", HS_CFG_ENUM, offsetof(struct telemetry_config, log_level), "info",
      .choices = log_levels, .doc = "least severe level logged"},
     {"log_format", HS_CFG_ENUM, offsetof(struct telemetry_config, log_format), "logfmt",
@@ -501,7 +508,10 @@ static int load_doc(struct hs_service *s, size_t before, struct hs_service **out
                       "unknown key (known: pipelines, shutdown_timeout, telemetry)");
         }
     }
-    hs_config_decode(telemetry_fields, tel, &s->tel, "service.telemetry", err);
+    if (hs_config_decode(telemetry_fields, tel, &s->tel, "service.telemetry", err) == 0 &&
+        s->tel.admin_tls_enabled)
+        hs_tls_server_check(&s->tel.admin_tls, hs_config_get(tel, "admin_tls"),
+                            "service.telemetry.admin_tls", err);
     load_section(s, root, HS_KIND_RECEIVER, &s->receivers, &s->nreceivers, err);
     load_section(s, root, HS_KIND_EXPORTER, &s->exporters, &s->nexporters, err);
     size_t before_procs = err->count;
@@ -670,7 +680,8 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
                      gauge_uptime, s);
 
     /* the admin endpoint first, so components can add pages to it (hs_admin_route) */
-    int rc = hs_admin_start(loop, s->tel.admin, s->metrics, &s->admin, err);
+    int rc = hs_admin_start(loop, s->tel.admin, s->tel.admin_tls_enabled ? &s->tel.admin_tls : NULL,
+                            s->metrics, &s->admin, err);
     if (!rc)
         hs_admin_set_failure_threshold(s->admin, s->tel.health.exporter_failure_threshold_ms);
     /* downstream first: exporters, then processors back to front, then receivers */

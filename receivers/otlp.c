@@ -59,7 +59,7 @@ static const struct hs_config_field http_fields[] = {
 static const struct hs_config_field grpc_fields[] = {
     {"endpoint", HS_CFG_ENDPOINT, offsetof(struct otlp_grpc_config, server.endpoint),
      "0.0.0.0:4317", .doc = "host:port to listen on for OTLP/gRPC (h2c: HTTP/2 with prior "
-                            "knowledge; TLS is not served yet)"},
+                            "knowledge; h2 by ALPN with a `tls:` section)"},
     {"server", HS_CFG_INLINE, offsetof(struct otlp_grpc_config, server),
      .sub = hs_http_server_fields_common},
     {0},
@@ -144,7 +144,21 @@ static int otlp_create(const struct hs_config_node *cfg, const char *path,
         snprintf(apath, sizeof(apath), "%s.auth", path ? path : "");
         rc = hs_auth_new(&r->conf.auth, hs_config_get(cfg, "auth"), apath, &r->auth, err);
     }
+    /* TLS files are read now, so a bad one is a positioned error `validate` reports too */
+    const struct hs_config_node *protocols = hs_config_get(cfg, "protocols");
+    char lpath[256];
+    if (rc == 0 && r->conf.protocols.http_enabled) {
+        snprintf(lpath, sizeof(lpath), "%s.protocols.http", path ? path : "");
+        rc = hs_http_server_config_check(&r->conf.protocols.http.server,
+                                         hs_config_get(protocols, "http"), lpath, err);
+    }
+    if (rc == 0 && r->conf.protocols.grpc_enabled) {
+        snprintf(lpath, sizeof(lpath), "%s.protocols.grpc", path ? path : "");
+        rc = hs_http_server_config_check(&r->conf.protocols.grpc.server,
+                                         hs_config_get(protocols, "grpc"), lpath, err);
+    }
     if (rc) {
+        hs_auth_free(r->auth);
         hs_config_free_fields(otlp_fields, &r->conf);
         free(r);
         return rc;
@@ -583,7 +597,8 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
         const struct hs_http_server_opts opts = {.config = &r->conf.protocols.http.server,
                                                  .name = c->id,
                                                  .handler = otlp_handle,
-                                                 .ud = r};
+                                                 .ud = r,
+                                                 .metrics = host->metrics};
         rc = hs_http_server_start(host->loop, &opts, &r->servers[TR_HTTP], &err);
     }
     if (rc == 0 && r->conf.protocols.grpc_enabled) {
@@ -593,7 +608,8 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
                                                  .name = r->grpc_name,
                                                  .handler = otlp_grpc_handle,
                                                  .ud = r,
-                                                 .versions = HS_HTTP_H2C_ONLY};
+                                                 .versions = HS_HTTP_H2C_ONLY,
+                                                 .metrics = host->metrics};
         rc = hs_http_server_start(host->loop, &opts, &r->servers[TR_GRPC], &err);
         if (rc && r->servers[TR_HTTP]) {
             /* the HTTP listener is open: it closes through the loop, done by then */

@@ -88,7 +88,11 @@ static int pyro_create(const struct hs_config_node *cfg, const char *path,
         snprintf(apath, sizeof(apath), "%s.auth", path ? path : "");
         rc = hs_auth_new(&r->conf.auth, hs_config_get(cfg, "auth"), apath, &r->auth, err);
     }
+    /* TLS files are read now, so a bad one is a positioned error `validate` reports too */
+    if (rc == 0)
+        rc = hs_http_server_config_check(&r->conf.server, cfg, path, err);
     if (rc) {
+        hs_auth_free(r->auth);
         hs_config_free_fields(pyro_fields, &r->conf);
         free(r);
         return rc;
@@ -430,7 +434,8 @@ static int pyro_start(struct hs_component *c, const struct hs_host *host)
                                     "Profiles refused because the pipeline was full", r->labels);
     struct hs_error err = {0};
     const struct hs_http_server_opts opts = {
-        .config = &r->conf.server, .name = c->id, .handler = pyro_handle, .ud = r};
+        .config = &r->conf.server, .name = c->id, .handler = pyro_handle, .ud = r,
+        .metrics = host->metrics};
     int rc = hs_http_server_start(host->loop, &opts, &r->http, &err);
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(c->id, "%s", err.lines[i]);

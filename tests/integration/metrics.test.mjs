@@ -17,11 +17,17 @@ import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink, postIngest } from './lib/pyroscope_sink.mjs';
 import { encodeProfile } from './lib/pprof.mjs';
 import { fetchMetrics, metric, metricSum } from './lib/metrics.mjs';
+import { makeCerts } from './lib/tls.mjs';
 import { postProto, request } from './lib/http.mjs';
 import * as otlp from './lib/otlp.mjs';
 
-// The table the README documents (the lead moves it into README.md and repoints this).
-const README = '/work/notes/readme-metrics.md';
+// The README's Metrics table: every `| \`hotspan_...` row of README.md.
+const README = new URL('../../README.md', import.meta.url).pathname;
+// Families whose cause is a unit's business, asserted where that unit is tested; this file
+// checks that test still names the family.
+const ASSERTED_ELSEWHERE = {
+  hotspan_correlator_ui_truncated_total: '../unit/test_correlator_ui.c', // ui.cut, by the caps
+};
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -384,7 +390,41 @@ service:
     await stopOk(hs);
   });
 
+  it('refused credentials and refused TLS handshakes', async () => {
+    const certs = makeCerts();
+    cleanups.push(() => certs.cleanup());
+    const sink = await startSink();
+    cleanups.push(() => sink.stop());
+    const hs = await hotspan(`receivers:
+  otlp:
+    protocols: {http: {endpoint: 127.0.0.1:0}}
+    auth: {bearer_token: {token: right-token}}
+  otlp/tls:
+    protocols: {http: {endpoint: 127.0.0.1:0, tls: {cert_file: ${certs.server}, key_file: ${certs.serverKey}}}}
+exporters:
+  otlp: {endpoint: http://127.0.0.1:${sink.port}}
+service:
+  telemetry: {admin: 127.0.0.1:0}
+  pipelines:
+    traces: {receivers: [otlp, otlp/tls], exporters: [otlp]}
+`, { waitFor: ['otlp', 'otlp/tls', 'admin'] });
+    const m0 = await fetchMetrics(hs.ports.admin);
+    const r = await sendSpans(hs.ports.otlp, [otlp.makeSpan()]);
+    assert.equal(r.status, 401);
+    const plain = await request({ port: hs.ports['otlp/tls'], method: 'POST', path: '/v1/traces', body: 'x' });
+    assert.equal(plain.status, 400);
+    const m = await fetchMetrics(hs.ports.admin);
+    assertRose(m0, m, 'hotspan_receiver_auth_failures_total', { receiver: 'otlp', reason: 'missing' });
+    assertRose(m0, m, 'hotspan_http_tls_handshake_failures_total', { server: 'otlp/tls', reason: 'plaintext' });
+    await stopOk(hs);
+  });
+
   it('every family in the README table was seen to move', () => {
+    for (const [name, file] of Object.entries(ASSERTED_ELSEWHERE)) {
+      assert.match(readFileSync(new URL(file, import.meta.url), 'utf8'), /ui\.cut|ui_truncated/,
+        `${name}: ${file} no longer asserts it`);
+      saw(name);
+    }
     const documented = documentedMetrics();
     assert.ok(documented.length >= 40, `only ${documented.length} rows read from ${README}`);
     const missing = documented.filter((n) => !seen.has(n));

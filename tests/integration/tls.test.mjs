@@ -16,7 +16,7 @@ import tls from 'node:tls';
 import { gunzipSync } from 'node:zlib';
 import grpc from '@grpc/grpc-js';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
-import { startHotspan } from './lib/hotspan.mjs';
+import { startHotspan, runHotspan, writeConfig } from './lib/hotspan.mjs';
 import { fetchMetrics } from './lib/metrics.mjs';
 import { makeSpans } from './lib/sdk.mjs';
 import { request } from './lib/http.mjs';
@@ -411,5 +411,61 @@ service:
     const m = await fetchMetrics(metricsPort);
     assert.equal(m['hotspan_exporter_sent_spans_total{exporter="otlp/https"}'], viaHotspan);
     assert.equal(m['hotspan_exporter_sent_spans_total{exporter="otlp/togrpc"}'], viaHotspan);
+  });
+});
+
+describe('TLS on the admin endpoint, and listener TLS files checked by validate', () => {
+  let c;
+  before(() => { c = makeCerts(); });
+  after(() => c?.cleanup());
+
+  it('service.telemetry.admin_tls: /healthz/live over TLS, plaintext refused', async () => {
+    const hs = await startHotspan(`receivers:
+  otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}
+exporters:
+  debug: {verbosity: basic}
+service:
+  telemetry:
+    admin: 127.0.0.1:0
+    admin_tls: {cert_file: ${c.server}, key_file: ${c.serverKey}}
+  pipelines:
+    traces: {receivers: [otlp], exporters: [debug]}
+`);
+    try {
+      const out = await curl(['-sS', '--cacert', c.ca, '-w', ' %{http_code}',
+        `https://127.0.0.1:${hs.ports.admin}/healthz/live`]);
+      assert.match(out, / 200$/);
+      const plain = await request({ port: hs.ports.admin, method: 'GET', path: '/healthz/live' });
+      assert.equal(plain.status, 400);
+      assert.match(plain.body.toString(), /this port speaks TLS/);
+    } finally {
+      const r = await hs.stop();
+      assert.equal(r.code, 0, r.logs.join('\n'));
+    }
+  });
+
+  it('a listener whose certificate file is missing is a positioned error from validate', async () => {
+    const { file: path } = writeConfig(`receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:0
+        tls: {cert_file: ${c.dir}/missing.pem, key_file: ${c.serverKey}}
+  pyroscope:
+    endpoint: 127.0.0.1:0
+    tls: {cert_file: ${c.server}, key_file: ${c.dir}/missing.key}
+exporters:
+  debug: {}
+service:
+  telemetry: {admin_tls: {cert_file: ${c.dir}/nope.pem, key_file: ${c.serverKey}}}
+  pipelines:
+    traces: {receivers: [otlp], exporters: [debug]}
+    profiles: {receivers: [pyroscope], exporters: [debug]}
+`);
+    const r = await runHotspan(['validate', '-c', path]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /hotspan\.yaml:6:\d+: receivers\.otlp\.protocols\.http: tls\.cert_file ".*missing\.pem": cannot load/);
+    assert.match(r.stderr, /hotspan\.yaml:9:\d+: receivers\.pyroscope: tls\.key_file ".*missing\.key": cannot load/);
+    assert.match(r.stderr, /hotspan\.yaml:13:\d+: service\.telemetry\.admin_tls: tls\.cert_file ".*nope\.pem": cannot load/);
   });
 });
