@@ -7,54 +7,12 @@
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import net from 'node:net';
 import { HOTSPAN_BIN, writeConfig, runHotspan, parseLogLine, sanitizerReport } from './lib/hotspan.mjs';
+import { demoConfig } from './lib/demo.mjs';
 import { fetchMetrics, metricSum } from './lib/metrics.mjs';
 
 const DURATION_S = 14;
 const SEED = 20261123;
-
-/** A port nobody listens on right now (bound on 0, then released). */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
-
-/** config/default.yaml's shape, on free loopback ports. */
-async function demoConfig() {
-  const [otlp, pyro, admin] = [await freePort(), await freePort(), await freePort()];
-  const yaml = `receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${otlp}
-  pyroscope:
-    endpoint: 127.0.0.1:${pyro}
-processors:
-  correlator: {}
-  batch: {}
-exporters:
-  debug:
-    verbosity: slow
-service:
-  telemetry:
-    admin: 127.0.0.1:${admin}
-    log_level: info
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [correlator, batch]
-      exporters: [debug]
-    profiles:
-      receivers: [pyroscope]
-      processors: [correlator]
-      exporters: [debug]
-`;
-  return { file: writeConfig(yaml).file, ports: { otlp, pyro, admin } };
-}
 
 /** Runs `hotspan demo -c FILE ARGS`; calls onLine(line) for each stderr line while it runs. */
 function runDemo(file, args, { onLine = () => {}, timeoutMs = 60000 } = {}) {

@@ -12,7 +12,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { startHotspan } from './lib/hotspan.mjs';
+import { spawn } from 'node:child_process';
+import { startHotspan, HOTSPAN_BIN, sanitizerReport } from './lib/hotspan.mjs';
+import { demoConfig } from './lib/demo.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink, postIngest } from './lib/pyroscope_sink.mjs';
 import { encodeProfile } from './lib/pprof.mjs';
@@ -226,5 +228,69 @@ service:
     const r = await request({ port: hs.ports.admin, method: 'GET', path: '/metrics' });
     const m = /^hotspan_correlator_ui_bytes\{[^}]*\} (\d+)/m.exec(r.body.toString());
     assert.ok(m && Number(m[1]) > 1000, 'hotspan_correlator_ui_bytes counts the two entries');
+  });
+});
+
+// The README's first command end to end: `hotspan demo` on the embedded default config (moved to
+// free ports) prints an enriched slow span, and /ui lists it with a flame graph naming
+// findByEmail, as a newcomer opening the URL from the banner would see it.
+describe('/ui while `hotspan demo` runs', () => {
+  let proc;
+  let browser;
+  let dir;
+  let stdout = '';
+  let stderr = '';
+
+  after(async () => {
+    if (browser) await browser.close();
+    if (proc && proc.exitCode === null) proc.kill('SIGKILL');
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('lists the demo\'s enriched findByEmail span, and its flame graph names findByEmail', async () => {
+    assert.ok(existsSync(CHROMIUM), `chromium not found at ${CHROMIUM}: run scripts/setup`);
+    dir = mkdtempSync(join(tmpdir(), 'hotspan-ui-demo-'));
+    const cfg = await demoConfig();
+    proc = spawn(HOTSPAN_BIN, ['demo', '-c', cfg.file, '--seed', '7'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    proc.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
+    proc.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
+    const line = await waitFor('an enriched user-db findByEmail line on stdout',
+      () => stdout.split('\n').find((l) => /^user-db {2}UserRepository\.findByEmail {2}\d+ ms — .*N\+1: \d+ queries/.test(l)),
+      45000).catch((e) => { throw new Error(`${e.message}\nstdout:\n${stdout}\nstderr:\n${stderr.slice(-3000)}`); });
+    const trace = /trace=([0-9a-f]{32})/.exec(line)[1];
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    const resp = await page.goto(`http://127.0.0.1:${cfg.ports.admin}/ui`);
+    assert.equal(resp.status(), 200);
+    const rows = await page.$$eval('table.spans tbody tr', (trs) => trs.map((tr) => ({
+      cells: [...tr.querySelectorAll('td')].map((td) => td.innerText.trim()),
+      href: tr.querySelector('a')?.getAttribute('href'),
+    })));
+    const row = rows.find((r) => r.cells[1] === 'user-db' && r.cells[2] === 'UserRepository.findByEmail');
+    assert.ok(row, `no user-db findByEmail row in ${JSON.stringify(rows.map((r) => r.cells))}`);
+    // the trace of the printed line is among the listed spans' pages
+    const pages = await Promise.all(rows.map((r) => request({ port: cfg.ports.admin, method: 'GET', path: r.href })));
+    assert.ok(pages.some((p) => p.body.toString().includes(trace)), `trace ${trace} on no listed span's page`);
+    await page.screenshot({ path: join(dir, 'demo-ui.png'), fullPage: true });
+    assert.ok(statSync(join(dir, 'demo-ui.png')).size > 2000);
+
+    // the span of the printed line has its own page, whose flame graph names findByEmail
+    await page.goto(`http://127.0.0.1:${cfg.ports.admin}${row.href}`);
+    const names = await page.$$eval('svg#flame text', (ts) => ts.map((t) => t.textContent));
+    assert.ok(names.some((n) => /findByEmail/.test(n)), `flame graph frames: ${JSON.stringify(names)}`);
+    assert.ok(names.some((n) => /loadPreferences/.test(n)), `flame graph frames: ${JSON.stringify(names)}`);
+    const annotations = await page.innerText('#annotations');
+    assert.match(annotations, /N\+1/);
+    assert.deepEqual(errors, []);
+    await page.close();
+
+    proc.kill('SIGTERM');
+    const code = await new Promise((r) => proc.on('close', r));
+    assert.equal(code, 0, stderr.slice(-3000));
+    const san = sanitizerReport(stderr);
+    assert.equal(san, null, san || '');
   });
 });
