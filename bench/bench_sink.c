@@ -1,12 +1,14 @@
-/* bench_sink.c: a discarding OTLP/HTTP backend for the benchmarks: every POST is answered 200 with
- * an empty application/x-protobuf body and counted (requests, bytes, spans); GET returns the
- * totals as text; SIGTERM/SIGINT prints them and exits. Prints `port=N` on stdout. */
+/* bench_sink.c: a discarding OTLP backend for the benchmarks: every OTLP/HTTP POST is answered
+ * 200 with an empty application/x-protobuf body, every OTLP/gRPC Export (h2c, same port) with an
+ * empty response and grpc-status 0, and counted (requests, bytes, spans); GET returns the totals
+ * as text; SIGTERM/SIGINT prints them and exits. Prints `port=N` on stdout. */
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uv.h>
 
 #include "bench/bench_common.h"
@@ -14,12 +16,14 @@
 #include "core/common.h"
 #include "core/compress.h"
 #include "core/errors.h"
+#include "core/grpc.h"
 #include "core/http_server.h"
 #include "core/log.h"
 
 static const char usage[] =
     "usage: bench_sink [--listen HOST:PORT] [--no-count]\n"
-    "  --listen     where to listen (default 127.0.0.1:0; the port is printed as port=N)\n"
+    "  --listen     where to listen (default 127.0.0.1:0; the port is printed as port=N);\n"
+    "               OTLP/HTTP (HTTP/1.1 or h2c) and OTLP/gRPC (h2c) on the same port\n"
     "  --no-count   do not walk bodies to count spans (saves the sink's CPU)\n";
 
 struct sink {
@@ -28,7 +32,7 @@ struct sink {
     struct hs_http_server *http;
     bool count, stopping;
     struct hs_buf inflated;
-    uint64_t requests, bytes, wire_bytes, spans, gzip_requests, bad;
+    uint64_t requests, grpc_requests, bytes, wire_bytes, spans, gzip_requests, bad;
     double t_first, t_last;
 };
 
@@ -114,21 +118,19 @@ static void print_totals(struct sink *s, FILE *f)
 {
     double el = s->t_last - s->t_first;
     fprintf(f,
-            "sink: requests=%llu gzip_requests=%llu wire_bytes=%llu bytes=%llu spans=%llu "
-            "bad=%llu elapsed_s=%.2f spans_per_s=%.0f\n",
-            (unsigned long long)s->requests, (unsigned long long)s->gzip_requests,
-            (unsigned long long)s->wire_bytes, (unsigned long long)s->bytes,
-            (unsigned long long)s->spans, (unsigned long long)s->bad, el,
-            el > 0 ? (double)s->spans / el : 0);
+            "sink: requests=%llu grpc_requests=%llu gzip_requests=%llu wire_bytes=%llu "
+            "bytes=%llu spans=%llu bad=%llu elapsed_s=%.2f spans_per_s=%.0f\n",
+            (unsigned long long)s->requests, (unsigned long long)s->grpc_requests,
+            (unsigned long long)s->gzip_requests, (unsigned long long)s->wire_bytes,
+            (unsigned long long)s->bytes, (unsigned long long)s->spans, (unsigned long long)s->bad,
+            el, el > 0 ? (double)s->spans / el : 0);
     fflush(f);
 }
 
-static void sink_count(struct sink *s, struct hs_http_request *req)
+/* Counts the spans of one ExportTraceServiceRequest as sent (gzip-compressed when `gzip`). */
+static void sink_count(struct sink *s, const uint8_t *body, size_t len, bool gzip)
 {
-    const uint8_t *body = req->body;
-    size_t len = req->body_len;
-    const struct hs_str *enc = hs_http_request_header(req, "content-encoding");
-    if (enc && hs_str_ieq(*enc, "gzip")) {
+    if (gzip) {
         s->gzip_requests++;
         if (!s->count)
             return;
@@ -151,17 +153,42 @@ static void sink_count(struct sink *s, struct hs_http_request *req)
         s->spans += (uint64_t)n;
 }
 
+/* A unary TraceService/Export call: the message's spans counted, an empty response, OK. */
+static void sink_grpc(struct sink *s, struct hs_http_request *req)
+{
+    if (!hs_grpc_request_ok(req))
+        return;
+    s->grpc_requests++;
+    /* unframed only, not inflated: sink_count inflates (or not, with --no-count) */
+    const uint8_t *body = req->body;
+    size_t len = req->body_len;
+    uint64_t n = len < HS_GRPC_PREFIX ? 0
+                                      : (uint64_t)body[1] << 24 | (uint64_t)body[2] << 16 |
+                                            (uint64_t)body[3] << 8 | body[4];
+    if (len < HS_GRPC_PREFIX || body[0] > 1 || n != len - HS_GRPC_PREFIX) {
+        s->bad++;
+        hs_grpc_respond(req, HS_GRPC_INTERNAL, "not one length-prefixed message", NULL, 0, false,
+                        0);
+        return;
+    }
+    sink_count(s, body + HS_GRPC_PREFIX, len - HS_GRPC_PREFIX, body[0] == 1);
+    hs_grpc_respond(req, HS_GRPC_OK, NULL, NULL, 0, false, 0);
+}
+
 static void sink_handle(void *ud, struct hs_http_request *req)
 {
     struct sink *s = ud;
-    if (strcmp(req->method, "POST") != 0) {
+    const struct hs_str *ct = hs_http_request_header(req, "content-type");
+    bool grpc = ct && ct->len >= 16 && strncasecmp(ct->ptr, "application/grpc", 16) == 0;
+    if (strcmp(req->method, "POST") != 0 && !grpc) {
         char text[400];
         snprintf(text, sizeof(text),
-                 "requests=%llu gzip_requests=%llu wire_bytes=%llu bytes=%llu spans=%llu "
-                 "bad=%llu\n",
-                 (unsigned long long)s->requests, (unsigned long long)s->gzip_requests,
-                 (unsigned long long)s->wire_bytes, (unsigned long long)s->bytes,
-                 (unsigned long long)s->spans, (unsigned long long)s->bad);
+                 "requests=%llu grpc_requests=%llu gzip_requests=%llu wire_bytes=%llu "
+                 "bytes=%llu spans=%llu bad=%llu\n",
+                 (unsigned long long)s->requests, (unsigned long long)s->grpc_requests,
+                 (unsigned long long)s->gzip_requests, (unsigned long long)s->wire_bytes,
+                 (unsigned long long)s->bytes, (unsigned long long)s->spans,
+                 (unsigned long long)s->bad);
         hs_http_respond_text(req, 200, text);
         return;
     }
@@ -171,7 +198,12 @@ static void sink_handle(void *ud, struct hs_http_request *req)
     s->t_last = now;
     s->requests++;
     s->wire_bytes += req->body_len;
-    sink_count(s, req);
+    if (grpc) {
+        sink_grpc(s, req);
+        return;
+    }
+    const struct hs_str *enc = hs_http_request_header(req, "content-encoding");
+    sink_count(s, req->body, req->body_len, enc && hs_str_ieq(*enc, "gzip"));
     hs_http_respond(req, 200, "application/x-protobuf", NULL, 0, "", 0);
 }
 
