@@ -249,6 +249,7 @@ static int stream_submit(struct hs_http2_stream *st, int status, const char *cty
     struct hs_http2 *h = st->h2;
     char code[8], clen[24];
     snprintf(code, sizeof(code), "%d", status);
+    hs_http_server_count_response(h->c->srv, status);
     bool bodyless = status < 200 || status == 204 || status == 304 || head_only;
     if (bodyless)
         blen = 0;

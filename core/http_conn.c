@@ -206,6 +206,7 @@ static void conn_send(struct hs_http_conn *c, int status, const char *ctype,
 {
     struct hs_buf *b = &c->srv->scratch;
     bool bodyless = status < 200 || status == 204 || status == 304;
+    hs_http_server_count_response(c->srv, status);
     hs_buf_reset(b);
     int rc = hs_buf_printf(b, "HTTP/1.1 %d %s\r\n", status, hs_http_reason(status));
     if (ctype && !strpbrk(ctype, "\r\n"))

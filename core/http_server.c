@@ -13,6 +13,8 @@
 
 #include "errors.h"
 #include "http_server_int.h"
+#include "metrics.h"
+#include "metrics.h"
 
 #define HS_HTTP_BACKLOG 511
 /* http_parser's own header limit is process-wide; ours is per server and always lower, so the
@@ -188,8 +190,45 @@ static void log_listening(struct hs_http_server *s)
 static struct hs_metrics *fallback_metrics;
 static const struct hs_http_server *fallback_owner;
 
+static double gauge_open(void *ud)
+{
+    const struct hs_http_server *s = ud;
+    return (double)s->nconns;
+}
+
+/* Per listener: open connections, refusals at max_connections, responses by status class. */
+static void server_metrics(struct hs_http_server *s, struct hs_metrics *m)
+{
+    if (!m)
+        return;
+    char labels[200];
+    snprintf(labels, sizeof(labels), "server=\"%s\"", s->name);
+    s->metrics = m;
+    hs_metrics_gauge(m, "http_server_connections_open", "Open client connections", labels,
+                     gauge_open, s);
+    char l2[260];
+    snprintf(l2, sizeof(l2), "%s,reason=\"max_connections\"", labels);
+    s->refused = hs_metrics_counter(m, "http_server_connections_refused_total",
+                                    "Connections closed at once: max_connections reached", l2);
+    for (int i = 0; i < 5; i++) {
+        snprintf(l2, sizeof(l2), "%s,code_class=\"%dxx\"", labels, i + 1);
+        s->responses[i] = hs_metrics_counter(m, "http_server_responses_total",
+                                             "Answers sent, by status class (gRPC answers are "
+                                             "200: their status is in the trailers)",
+                                             l2);
+    }
+}
+
+void hs_http_server_count_response(struct hs_http_server *s, int status)
+{
+    if (s->metrics && status >= 100 && status < 600)
+        hs_counter_add(s->responses[status / 100 - 1], 1);
+}
+
 static void server_free(struct hs_http_server *s)
 {
+    if (s->metrics)
+        hs_metrics_gauge_remove(s->metrics, s);
     if (fallback_owner == s)
         fallback_metrics = NULL, fallback_owner = NULL;
     hs_tls_server_free(s->tls);
@@ -221,6 +260,8 @@ static void reject(struct hs_http_server *s)
     }
     t->data = s;
     s->nrejects++;
+    if (s->refused)
+        hs_counter_add(s->refused, 1);
     uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)t);
     uv_close((uv_handle_t *)t, on_reject_closed);
     uint32_t suppressed = 0;
@@ -309,6 +350,7 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
     s->versions = opts->versions;
     s->full_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);
     apply_config(s, cf);
+    server_metrics(s, opts->metrics);
     if ((rc = uv_tcp_init(loop, &s->listener)) != 0) {
         close(fd);
         server_free(s);

@@ -46,6 +46,10 @@ struct hs_http_server {
     struct hs_ratelimit full_log;
     struct hs_buf scratch; /* a response head being formatted */
     struct hs_tls_server *tls; /* NULL: plaintext */
+    /* hotspan_http_server_*{server=name}; NULL when started without a registry */
+    struct hs_metrics *metrics;
+    struct hs_counter *refused;      /* connections refused at max_connections */
+    struct hs_counter *responses[5]; /* by status class 1xx..5xx */
     char rbuf[HS_HTTP_READ_SIZE];
     char pbuf[HS_HTTP_TLS_CHUNK]; /* decrypted bytes on their way to the protocol */
 };
@@ -102,6 +106,8 @@ struct hs_http_conn {
 #define HS_HTTP2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #define HS_HTTP2_PREFACE_LEN 24
 
+/* Counts an answer by its status class (both protocols call it once per response). */
+void hs_http_server_count_response(struct hs_http_server *s, int status);
 /* Accepts one connection from the listener (http_conn.c). */
 void hs_http_conn_accept(struct hs_http_server *s);
 /* The server is closing: close the connection now if it is between requests. */

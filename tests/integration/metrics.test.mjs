@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import net from 'node:net';
 import { startHotspan } from './lib/hotspan.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink, postIngest } from './lib/pyroscope_sink.mjs';
@@ -401,13 +402,15 @@ service:
     auth: {bearer_token: {token: right-token}}
   otlp/tls:
     protocols: {http: {endpoint: 127.0.0.1:0, tls: {cert_file: ${certs.server}, key_file: ${certs.serverKey}}}}
+  otlp/one:
+    protocols: {http: {endpoint: 127.0.0.1:0, max_connections: 1}}
 exporters:
   otlp: {endpoint: http://127.0.0.1:${sink.port}}
 service:
   telemetry: {admin: 127.0.0.1:0}
   pipelines:
-    traces: {receivers: [otlp, otlp/tls], exporters: [otlp]}
-`, { waitFor: ['otlp', 'otlp/tls', 'admin'] });
+    traces: {receivers: [otlp, otlp/tls, otlp/one], exporters: [otlp]}
+`, { waitFor: ['otlp', 'otlp/tls', 'otlp/one', 'admin'] });
     const m0 = await fetchMetrics(hs.ports.admin);
     const r = await sendSpans(hs.ports.otlp, [otlp.makeSpan()]);
     assert.equal(r.status, 401);
@@ -416,6 +419,20 @@ service:
     const m = await fetchMetrics(hs.ports.admin);
     assertRose(m0, m, 'hotspan_receiver_auth_failures_total', { receiver: 'otlp', reason: 'missing' });
     assertRose(m0, m, 'hotspan_http_tls_handshake_failures_total', { server: 'otlp/tls', reason: 'plaintext' });
+    assertRose(m0, m, 'hotspan_http_server_responses_total', { server: 'otlp', code_class: '4xx' });
+
+    // otlp/one holds one connection: while it is open the gauge says so, a second is refused
+    const first = net.connect(hs.ports['otlp/one'], '127.0.0.1');
+    await new Promise((r) => first.on('connect', r));
+    await waitMetrics(hs.ports.admin,
+      (m) => metric(m, 'hotspan_http_server_connections_open', { server: 'otlp/one' }) === 1,
+      'the first connection counted open');
+    saw('hotspan_http_server_connections_open');
+    const second = net.connect(hs.ports['otlp/one'], '127.0.0.1');
+    await new Promise((r) => second.on('close', r).on('error', () => {}));
+    first.destroy();
+    const m2 = await fetchMetrics(hs.ports.admin);
+    assertRose(m0, m2, 'hotspan_http_server_connections_refused_total', { server: 'otlp/one', reason: 'max_connections' });
     await stopOk(hs);
   });
 

@@ -1,0 +1,133 @@
+/* correlator_fixture.h: the correlator driven through its component type, for its unit tests:
+ * capturing consumers for traces and profiles, a fake clock, setup from YAML (create, wire,
+ * start) and an orderly shutdown and teardown. Include after cmocka.h and the correlator's
+ * headers; defines CT, T0, S() and MS(). */
+#ifndef HS_TEST_CORRELATOR_FIXTURE_H
+#define HS_TEST_CORRELATOR_FIXTURE_H
+
+extern const struct hs_component_type hs_processor_correlator;
+#define CT hs_processor_correlator
+
+#define T0 INT64_C(1717000000) /* seconds: the scenario's minute starts here */
+#define S(sec) ((uint64_t)((T0 + (sec)) * INT64_C(1000000000)))
+#define MS(ms) ((uint64_t)(ms) * 1000000u)
+
+struct capture {
+    struct hs_component base;
+    bool ready;
+    struct hs_traces *t[32];
+    int n;
+    struct hs_profiles *p[8];
+    int np;
+};
+
+static inline int cap_traces(struct hs_component *c, struct hs_traces *t)
+{
+    struct capture *k = hs_container_of(c, struct capture, base);
+    assert_true(k->ready);
+    assert_true(k->n < 32);
+    k->t[k->n++] = t;
+    return 0;
+}
+
+static inline int cap_profiles(struct hs_component *c, struct hs_profiles *p)
+{
+    struct capture *k = hs_container_of(c, struct capture, base);
+    assert_true(k->np < 8);
+    k->p[k->np++] = p;
+    return 0;
+}
+
+static inline bool cap_ready(struct hs_component *c)
+{
+    return hs_container_of(c, struct capture, base)->ready;
+}
+
+static const struct hs_component_type cap_type = {.name = "capture",
+                                                  .kind = HS_KIND_EXPORTER,
+                                                  .consume_traces = cap_traces,
+                                                  .consume_profiles = cap_profiles,
+                                                  .ready = cap_ready};
+
+static uint64_t fake_now;
+
+static inline uint64_t fake_clock(void *ud)
+{
+    return fake_now;
+}
+
+struct fx {
+    uv_loop_t loop;
+    struct hs_metrics *m;
+    struct hs_config_doc doc;
+    struct capture traces, profiles;
+    struct hs_component *tp, *pp;
+    struct hs_consumer next, next_profiles;
+    struct hs_component *c;
+    int done;
+};
+
+static inline void setup(struct fx *f, const char *yaml)
+{
+    memset(f, 0, sizeof(*f));
+    build_arena = hs_arena_new(1 << 16, 0);
+    uv_loop_init(&f->loop);
+    f->m = hs_metrics_new();
+    struct hs_error err = {0};
+    assert_int_equal(hs_config_parse("t.yaml", yaml, strlen(yaml), &f->doc, &err), 0);
+    int rc = CT.create(f->doc.root, "processors.correlator", &f->c, &err);
+    for (size_t i = 0; i < err.count; i++)
+        fprintf(stderr, "%s\n", err.lines[i]);
+    assert_int_equal(rc, 0);
+    hs_error_free(&err);
+    f->traces.base.type = f->profiles.base.type = &cap_type;
+    f->traces.ready = f->profiles.ready = true;
+    f->tp = &f->traces.base;
+    f->pp = &f->profiles.base;
+    f->next = (struct hs_consumer){.targets = &f->tp, .count = 1};
+    f->next_profiles = (struct hs_consumer){.targets = &f->pp, .count = 1};
+    f->c->type = &CT;
+    f->c->id = "correlator";
+    f->c->next = &f->next;
+    f->c->next_profiles = &f->next_profiles;
+    f->c->loop = &f->loop;
+    f->c->metrics = f->m;
+    fake_now = 1000000;
+    hs_correlator_set_clock(f->c, fake_clock, NULL);
+    const struct hs_host host = {.loop = &f->loop, .metrics = f->m};
+    assert_int_equal(CT.start(f->c, &host), 0);
+}
+
+static struct fx *current;
+
+static inline void on_done(struct hs_component *c)
+{
+    current->done++;
+}
+
+static inline void shutdown_fx(struct fx *f)
+{
+    current = f;
+    CT.shutdown(f->c, on_done);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(f->done, 1);
+    CT.shutdown(f->c, on_done); /* twice is harmless */
+    assert_int_equal(f->done, 1);
+}
+
+static inline void teardown(struct fx *f)
+{
+    if (!f->done)
+        shutdown_fx(f);
+    CT.destroy(f->c);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    for (int i = 0; i < f->traces.n; i++)
+        hs_traces_unref(f->traces.t[i]);
+    for (int i = 0; i < f->profiles.np; i++)
+        hs_profiles_unref(f->profiles.p[i]);
+    hs_metrics_free(f->m);
+    hs_config_doc_free(&f->doc);
+    hs_arena_free(build_arena);
+}
+
+#endif
