@@ -4,6 +4,8 @@
 #define HS_BENCH_COMMON_H
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +55,53 @@ static inline double hs_bench_num(const char *opt, const char *s, double min, do
         exit(2);
     }
     return v;
+}
+
+/* The pace a load generator's threads share: request n is due at t0 + n * interval (interval 0:
+ * at once); the run ends at deadline, or after max_requests when that is set. */
+struct hs_bench_pace {
+    double t0, deadline;
+    double interval;       /* seconds between requests in total; 0 = unlimited */
+    uint64_t max_requests; /* 0 = until the deadline */
+    atomic_uint_fast64_t ticket;
+};
+
+/* Takes the next request's ticket; false when the run is over. *due is when to send it. */
+static inline bool hs_bench_next_ticket(struct hs_bench_pace *p, double *due)
+{
+    uint64_t n = atomic_fetch_add(&p->ticket, 1);
+    if (p->max_requests && n >= p->max_requests)
+        return false;
+    *due = p->interval > 0 ? p->t0 + (double)n * p->interval : 0;
+    double now = hs_bench_mono_s();
+    if (!p->max_requests && (now >= p->deadline || *due >= p->deadline))
+        return false;
+    return true;
+}
+
+/* One connection's latencies (seconds), grown as answers come; a failed growth drops one. */
+struct hs_bench_lat {
+    double *v;
+    size_t n, cap;
+};
+
+static inline void hs_bench_lat_add(struct hs_bench_lat *l, double s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 1024;
+        double *p = realloc(l->v, cap * sizeof(*p));
+        if (!p)
+            return;
+        l->v = p;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+}
+
+static inline int hs_bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 #endif

@@ -49,11 +49,8 @@ struct load {
     const uint8_t *body;
     size_t body_len;
     uint32_t spans_per_req;
-    double t0, deadline;
-    double req_interval;   /* seconds between requests in total; 0 = unlimited */
-    uint64_t max_requests; /* 0 = until the deadline */
+    struct hs_bench_pace pace;
     double backoff_s;
-    atomic_uint_fast64_t ticket;
 };
 
 struct conn {
@@ -64,8 +61,7 @@ struct conn {
     uint64_t ok, errors, reconnects, bytes_sent;
     uint64_t status[6]; /* by class: 1xx..5xx, index 0 unused */
     uint64_t s429, s503, s400, s413;
-    double *lat; /* seconds, per answered request */
-    size_t nlat, caplat;
+    struct hs_bench_lat lat; /* seconds, per answered request */
     double last_done;
 };
 
@@ -159,38 +155,12 @@ static void sleep_until(double t)
     }
 }
 
-static void record_latency(struct conn *c, double s)
-{
-    if (c->nlat == c->caplat) {
-        size_t cap = c->caplat ? c->caplat * 2 : 1024;
-        double *p = realloc(c->lat, cap * sizeof(*p));
-        if (!p)
-            return;
-        c->lat = p;
-        c->caplat = cap;
-    }
-    c->lat[c->nlat++] = s;
-}
-
-/* Takes the next request's ticket; false when the run is over. *due is when to send it. */
-static bool next_ticket(struct load *l, double *due)
-{
-    uint64_t n = atomic_fetch_add(&l->ticket, 1);
-    if (l->max_requests && n >= l->max_requests)
-        return false;
-    *due = l->req_interval > 0 ? l->t0 + (double)n * l->req_interval : 0;
-    double now = hs_bench_mono_s();
-    if (!l->max_requests && (now >= l->deadline || *due >= l->deadline))
-        return false;
-    return true;
-}
-
 static void *conn_run(void *arg)
 {
     struct conn *c = arg;
     struct load *l = c->l;
     double due;
-    while (next_ticket(l, &due)) {
+    while (hs_bench_next_ticket(&l->pace, &due)) {
         if (due > 0)
             sleep_until(due);
         if (c->fd < 0) {
@@ -216,7 +186,7 @@ static void *conn_run(void *arg)
         }
         c->bytes_sent += l->head_len + l->body_len;
         c->status[status / 100]++;
-        record_latency(c, done - t);
+        hs_bench_lat_add(&c->lat, done - t);
         c->last_done = done;
         if (status == 200) {
             c->ok++;
@@ -251,17 +221,11 @@ static int resolve(const char *target, struct load *l, char *host, size_t host_c
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void report(const struct load *l, struct conn *cs, int k, const char *target, double rate,
                    double cpu_s)
 {
     struct conn t = {0};
-    double last = l->t0;
+    double last = l->pace.t0;
     size_t nlat = 0;
     for (int i = 0; i < k; i++) {
         t.ok += cs[i].ok, t.errors += cs[i].errors, t.reconnects += cs[i].reconnects;
@@ -269,19 +233,21 @@ static void report(const struct load *l, struct conn *cs, int k, const char *tar
         t.s429 += cs[i].s429, t.s503 += cs[i].s503, t.s400 += cs[i].s400, t.s413 += cs[i].s413;
         for (int s = 1; s < 6; s++)
             t.status[s] += cs[i].status[s];
-        nlat += cs[i].nlat;
+        nlat += cs[i].lat.n;
         last = HS_MAX(last, cs[i].last_done);
     }
     double *lat = malloc((nlat ? nlat : 1) * sizeof(*lat));
     size_t n = 0;
     for (int i = 0; i < k && lat; i++)
-        for (size_t j = 0; j < cs[i].nlat; j++)
-            lat[n++] = cs[i].lat[j];
+        for (size_t j = 0; j < cs[i].lat.n; j++)
+            lat[n++] = cs[i].lat.v[j];
     if (lat)
-        qsort(lat, n, sizeof(*lat), cmp_double);
+        qsort(lat, n, sizeof(*lat), hs_bench_cmp_double);
 #define PCT(q) (n ? lat[(size_t)((double)(n - 1) * (q))] * 1e3 : 0.0)
     /* A timed run lasts its duration even when the last answer came earlier (--rate). */
-    double elapsed = l->max_requests ? last - l->t0 : HS_MAX(last - l->t0, l->deadline - l->t0);
+    const struct hs_bench_pace *pace = &l->pace;
+    double elapsed = pace->max_requests ? last - pace->t0
+                                        : HS_MAX(last - pace->t0, pace->deadline - pace->t0);
     uint64_t answered = t.status[1] + t.status[2] + t.status[3] + t.status[4] + t.status[5];
     uint64_t other = answered - t.ok - t.s429 - t.s503 - t.s400 - t.s413;
     char rate_s[32] = "unlimited";
@@ -403,14 +369,14 @@ int main(int argc, char **argv)
                      content_type, gzip ? "Content-Encoding: gzip\r\n" : "", l.body_len);
     l.head_len = (size_t)n;
     l.spans_per_req = spans;
-    l.max_requests = requests;
+    l.pace.max_requests = requests;
     l.backoff_s = backoff_ms / 1e3;
-    l.req_interval = rate > 0 ? spans / rate : 0;
+    l.pace.interval = rate > 0 ? spans / rate : 0;
 
     struct conn *cs = calloc((size_t)k, sizeof(*cs));
     double cpu0 = hs_bench_cpu_s();
-    l.t0 = hs_bench_mono_s();
-    l.deadline = l.t0 + duration;
+    l.pace.t0 = hs_bench_mono_s();
+    l.pace.deadline = l.pace.t0 + duration;
     for (int i = 0; i < k; i++) {
         cs[i] = (struct conn){.l = &l, .fd = -1};
         if (pthread_create(&cs[i].th, NULL, conn_run, &cs[i]) != 0) {
@@ -422,7 +388,7 @@ int main(int argc, char **argv)
         pthread_join(cs[i].th, NULL);
     report(&l, cs, k, target, rate, hs_bench_cpu_s() - cpu0);
     for (int i = 0; i < k; i++)
-        free(cs[i].lat);
+        free(cs[i].lat.v);
     free(cs);
     hs_buf_free(&gz);
     if (body_file)

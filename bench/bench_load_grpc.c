@@ -53,11 +53,9 @@ struct load {
     bool gzip;
     int streams;
     uint32_t spans_per_req;
-    double t0, deadline, drain_s;
-    double req_interval;   /* seconds between calls in total; 0 = unlimited */
-    uint64_t max_requests; /* 0 = until the deadline */
+    double drain_s;
+    struct hs_bench_pace pace;
     double backoff_s;
-    atomic_uint_fast64_t ticket;
 };
 
 enum call_state { CALL_IDLE, CALL_WAIT, CALL_SENT, CALL_DONE };
@@ -84,36 +82,9 @@ struct gconn {
     uint64_t ok, exhausted, unavailable, other, failed, errors, retries, abandoned, reconnects;
     uint64_t opened;
     uint64_t answered, bytes_sent;
-    double *lat;
-    size_t nlat, caplat;
+    struct hs_bench_lat lat; /* seconds, per answered request */
     double last_done;
 };
-
-static void record_latency(struct gconn *c, double s)
-{
-    if (c->nlat == c->caplat) {
-        size_t cap = c->caplat ? c->caplat * 2 : 1024;
-        double *p = realloc(c->lat, cap * sizeof(*p));
-        if (!p)
-            return;
-        c->lat = p;
-        c->caplat = cap;
-    }
-    c->lat[c->nlat++] = s;
-}
-
-/* Takes the next call's ticket; false when the run is over. *due is when to send it. */
-static bool next_ticket(struct load *l, double *due)
-{
-    uint64_t n = atomic_fetch_add(&l->ticket, 1);
-    if (l->max_requests && n >= l->max_requests)
-        return false;
-    *due = l->req_interval > 0 ? l->t0 + (double)n * l->req_interval : 0;
-    double now = hs_bench_mono_s();
-    if (!l->max_requests && (now >= l->deadline || *due >= l->deadline))
-        return false;
-    return true;
-}
 
 /* The call's answer is complete: count it, and park it for a retry when the server refused it
  * for now: UNAVAILABLE, and RESOURCE_EXHAUSTED with RetryInfo (the OTLP client rules, wire.md
@@ -128,7 +99,7 @@ static void call_finish(struct gconn *c, struct call *k, uint32_t h2_error)
         code = k->http_status == 200 ? HS_GRPC_UNKNOWN : hs_grpc_code_from_http(k->http_status);
     c->answered++;
     c->bytes_sent += c->l->body_len;
-    record_latency(c, now - k->t_sent);
+    hs_bench_lat_add(&c->lat, now - k->t_sent);
     k->state = CALL_IDLE;
     if (code == HS_GRPC_OK) {
         c->ok++;
@@ -315,13 +286,13 @@ static double calls_step(struct gconn *c, bool *live)
 {
     struct load *l = c->l;
     double now = hs_bench_mono_s(), next = 1e300;
-    bool over = !l->max_requests && now >= l->deadline + l->drain_s;
+    bool over = !l->pace.max_requests && now >= l->pace.deadline + l->drain_s;
     *live = false;
     for (int i = 0; i < l->streams; i++) {
         struct call *k = &c->calls[i];
         if (k->state == CALL_IDLE) {
             double due = 0;
-            k->state = next_ticket(l, &due) ? CALL_WAIT : CALL_DONE;
+            k->state = hs_bench_next_ticket(&l->pace, &due) ? CALL_WAIT : CALL_DONE;
             k->due = due;
         }
         if ((k->state == CALL_WAIT || k->state == CALL_SENT) && over) {
@@ -402,17 +373,11 @@ static int resolve(const char *target, struct load *l)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Prints the totals; returns true when every call was accepted in the end. */
 static bool report(const struct load *l, struct gconn *cs, int k, double rate, double cpu_s)
 {
     struct gconn t = {0};
-    double last = l->t0;
+    double last = l->pace.t0;
     size_t nlat = 0;
     for (int i = 0; i < k; i++) {
         t.ok += cs[i].ok, t.exhausted += cs[i].exhausted, t.unavailable += cs[i].unavailable;
@@ -420,18 +385,20 @@ static bool report(const struct load *l, struct gconn *cs, int k, double rate, d
         t.retries += cs[i].retries;
         t.abandoned += cs[i].abandoned, t.reconnects += cs[i].reconnects;
         t.answered += cs[i].answered, t.bytes_sent += cs[i].bytes_sent;
-        nlat += cs[i].nlat;
+        nlat += cs[i].lat.n;
         last = HS_MAX(last, cs[i].last_done);
     }
     double *lat = malloc((nlat ? nlat : 1) * sizeof(*lat));
     size_t n = 0;
     for (int i = 0; i < k && lat; i++)
-        for (size_t j = 0; j < cs[i].nlat; j++)
-            lat[n++] = cs[i].lat[j];
+        for (size_t j = 0; j < cs[i].lat.n; j++)
+            lat[n++] = cs[i].lat.v[j];
     if (lat)
-        qsort(lat, n, sizeof(*lat), cmp_double);
+        qsort(lat, n, sizeof(*lat), hs_bench_cmp_double);
 #define PCT(q) (n ? lat[(size_t)((double)(n - 1) * (q))] * 1e3 : 0.0)
-    double elapsed = l->max_requests ? last - l->t0 : HS_MAX(last - l->t0, l->deadline - l->t0);
+    const struct hs_bench_pace *pace = &l->pace;
+    double elapsed = pace->max_requests ? last - pace->t0
+                                        : HS_MAX(last - pace->t0, pace->deadline - pace->t0);
     char rate_s[32] = "unlimited";
     if (rate > 0)
         snprintf(rate_s, sizeof(rate_s), "%.0f", rate);
@@ -527,18 +494,18 @@ int main(int argc, char **argv)
     l.gzip = o.gzip;
     l.streams = o.streams;
     l.spans_per_req = o.spans;
-    l.max_requests = o.requests;
+    l.pace.max_requests = o.requests;
     l.backoff_s = o.backoff_ms / 1e3;
     l.drain_s = o.drain_s;
-    l.req_interval = o.rate > 0 ? o.spans / o.rate : 0;
+    l.pace.interval = o.rate > 0 ? o.spans / o.rate : 0;
 
     struct gconn *cs = calloc((size_t)o.conns, sizeof(*cs));
     struct call *calls = calloc((size_t)o.conns * (size_t)o.streams, sizeof(*calls));
     if (!cs || !calls)
         return 1;
     double cpu0 = hs_bench_cpu_s();
-    l.t0 = hs_bench_mono_s();
-    l.deadline = l.t0 + o.duration;
+    l.pace.t0 = hs_bench_mono_s();
+    l.pace.deadline = l.pace.t0 + o.duration;
     for (int i = 0; i < o.conns; i++) {
         cs[i] = (struct gconn){.l = &l, .fd = -1, .calls = calls + (size_t)i * (size_t)o.streams};
         if (pthread_create(&cs[i].th, NULL, conn_run, &cs[i]) != 0) {
@@ -550,7 +517,7 @@ int main(int argc, char **argv)
         pthread_join(cs[i].th, NULL);
     bool all_ok = report(&l, cs, o.conns, o.rate, hs_bench_cpu_s() - cpu0);
     for (int i = 0; i < o.conns; i++) {
-        free(cs[i].lat);
+        free(cs[i].lat.v);
         hs_buf_free(&cs[i].pend);
     }
     free(calls);
