@@ -316,8 +316,8 @@ static int put_verdict(struct hs_buf *b, const Span *sp)
     return rc;
 }
 
-/* <service>  <span>  <ms> ms — <verdict> — N+1: <n> queries  trace=<hex>: the columns two
- * spaces apart, as span names have spaces of their own */
+/* <service>  <span>  <ms> ms — [<n>% on CPU; ]<verdict> — N+1: <n> queries  trace=<hex>: the
+ * columns two spaces apart, as span names have spaces of their own */
 static int slow_line(struct hs_buf *b, const uint8_t *data, const struct hs_span_view *s)
 {
     struct hs_str match;
@@ -337,6 +337,13 @@ static int slow_line(struct hs_buf *b, const uint8_t *data, const struct hs_span
         rc |= put_cstr(b, why);
         rc |= hs_buf_putc(b, ')');
     } else {
+        /* an exact match knows how much of the span was on CPU: a span that mostly waited
+         * (on a callee, a lock, the network) says so before where its little CPU went */
+        const AnyValue *cpu = span_attr(sp, HS_ATTR_PROFILE_CPU_SHARE);
+        if (cpu &&
+            cpu->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_DOUBLE_VALUE &&
+            cpu->double_value >= 0 && cpu->double_value < 0.5)
+            rc |= hs_buf_printf(b, "%.0f%% on CPU; ", cpu->double_value * 100);
         rc |= put_verdict(b, sp);
     }
     const AnyValue *n = span_attr(sp, HS_ATTR_N_PLUS_ONE_COUNT);

@@ -396,8 +396,8 @@ static void test_slow(void **state)
 }
 
 /* The top function off the hot path is named alone; without a ranking the hot path's end is
- * shown; the span's own function is passed over for the next; names from clients cannot forge
- * a line. */
+ * shown; the span's own function is passed over for the next; a span mostly off CPU says so;
+ * names from clients cannot forge a line. */
 static void test_slow_fallbacks(void **state)
 {
     struct fixture *fx = *state;
@@ -425,15 +425,26 @@ static void test_slow_fallbacks(void **state)
         "{\"stringValue\":\"UserRepository.findByEmail 89%\"},"
         "{\"stringValue\":\"UserRepository.loadPreferences 70%\"}]}}},"
         "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":"
-        "\"handle > UserRepository.findByEmail > UserRepository.loadPreferences\"}}]}"
+        "\"handle > UserRepository.findByEmail > UserRepository.loadPreferences\"}}]},"
+        "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"0000000000000004\","
+        "\"name\":\"GET /users/:id\",\"startTimeUnixNano\":\"1000000000\","
+        "\"endTimeUnixNano\":\"1700000000\",\"attributes\":["
+        "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"span\"}},"
+        "{\"key\":\"profile.cpu_share\",\"value\":{\"doubleValue\":0.08}},"
+        "{\"key\":\"profile.top_functions\",\"value\":{\"arrayValue\":{\"values\":["
+        "{\"stringValue\":\"UsersController.getUser 100%\"}]}}},"
+        "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":"
+        "\"serve > UsersController.getUser > UserClient.fetch\"}}]}"
         "]}]}]}";
-    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, json_batch(json, 1, 3)), 0);
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, json_batch(json, 1, 4)), 0);
     assert_string_equal(output(fx),
                         "svc?x  work  500 ms \u2014 40% gc  "
                         "trace=5b8efff798038103d269b633813fc60c\n"
                         "svc?x  other  800 ms \u2014 hot spin  "
                         "trace=5b8efff798038103d269b633813fc60c\n"
                         "svc?x  findByEmail  600 ms \u2014 70% findByEmail > loadPreferences  "
+                        "trace=5b8efff798038103d269b633813fc60c\n"
+                        "svc?x  GET /users/:id  700 ms \u2014 8% on CPU; 100% getUser  "
                         "trace=5b8efff798038103d269b633813fc60c\n");
 }
 
