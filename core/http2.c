@@ -1,7 +1,8 @@
 /* http2.c: HTTP/2 on a server connection (h2c with prior knowledge, or h2 by ALPN over TLS:
  * the TLS layer in http_conn.c hands over plaintext) on nghttp2: bytes read are
  * fed to the session, its output written through the connection; every stream that ends is one
- * hs_http_request for the same handler as HTTP/1.1, answered with optional trailers (gRPC). */
+ * hs_http_request for the same handler as HTTP/1.1, answered with optional trailers (gRPC),
+ * unless the server's on_headers answered it when its headers arrived. */
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,7 +427,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
 {
     struct hs_http2 *h = ud;
     struct hs_http2_stream *st = nghttp2_session_get_stream_user_data(session, id);
-    /* what we keep is bounded by the body limit, so the window opens as data arrives */
+    /* what we keep is bounded by the body limit, so the window opens as data arrives; so it
+     * does for what we drop (a stream already answered), or the connection would stall */
     nghttp2_session_consume(session, id, len);
     if (!st || st->responded)
         return 0;
@@ -434,21 +436,20 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
         stream_too_large(st);
     else if (hs_buf_append(&st->body, data, len) != 0)
         stream_answer(st, 503, "503 out of memory for the request body\n");
+    else
+        h->c->srv->body_bytes += len;
     return 0;
 }
 
-static void stream_dispatch(struct hs_http2 *h, struct hs_http2_stream *st)
+/* The stream's request, for on_headers (without its body: NULL, 0) or the handler. Returns
+ * the header list to free after the call, or NULL (the stream answered 503). */
+static struct hs_http_header *stream_request(struct hs_http2 *h, struct hs_http2_stream *st,
+                                             bool with_body, struct hs_http_request *req)
 {
-    struct hs_http_conn *c = h->c;
-    struct hs_http_server *s = c->srv;
-    if (st->head_over) {
-        stream_answer(st, 431, "431 the request headers are larger than max_header_size\n");
-        return;
-    }
     struct hs_http_header *hdrs = calloc(st->nfields ? st->nfields : 1, sizeof(*hdrs));
     if (!hdrs) {
         stream_answer(st, 503, "503 out of memory for the request headers\n");
-        return;
+        return NULL;
     }
     const char *base = (const char *)st->head.data;
     for (size_t i = 0; i < st->nfields; i++) {
@@ -456,14 +457,14 @@ static void stream_dispatch(struct hs_http2 *h, struct hs_http2_stream *st)
         hdrs[i] = (struct hs_http_header){{base + f->name_off, f->name_len},
                                           {base + f->value_off, f->value_len}};
     }
-    struct hs_http_request req = {
+    *req = (struct hs_http_request){
         .method = st->method[0] ? st->method : "GET",
         .headers = hdrs,
         .header_count = st->nfields,
-        .body = st->body.len ? st->body.data : (const uint8_t *)"",
-        .body_len = st->body.len,
-        .peer = c->peer,
-        .conn = c,
+        .body = !with_body ? NULL : st->body.len ? st->body.data : (const uint8_t *)"",
+        .body_len = with_body ? st->body.len : 0,
+        .peer = h->c->peer,
+        .conn = h->c,
         .stream = st,
         .path = HS_STR("/"),
         .query = {"", 0},
@@ -472,10 +473,40 @@ static void stream_dispatch(struct hs_http2 *h, struct hs_http2_stream *st)
         const char *p = base + st->path_off;
         const char *q = memchr(p, '?', st->path_len);
         size_t plen = q ? (size_t)(q - p) : st->path_len;
-        req.path = (struct hs_str){p, plen};
+        req->path = (struct hs_str){p, plen};
         if (q)
-            req.query = (struct hs_str){q + 1, st->path_len - plen - 1};
+            req->query = (struct hs_str){q + 1, st->path_len - plen - 1};
     }
+    return hdrs;
+}
+
+/* The request's headers are complete: on_headers may answer it now. If it does, the stream is
+ * reset once the answer is sent (on_frame_send), unless the client ended it already, and its
+ * DATA is dropped in on_data_chunk, which still opens the windows. */
+static void stream_early(struct hs_http2 *h, struct hs_http2_stream *st)
+{
+    struct hs_http_server *s = h->c->srv;
+    struct hs_http_request req;
+    struct hs_http_header *hdrs = stream_request(h, st, false, &req);
+    if (!hdrs)
+        return;
+    s->on_headers(s->ud, &req);
+    free(hdrs);
+    if (st->responded)
+        hs_log_debug(s->name, "%s: stream %d answered before its body", h->c->peer, (int)st->id);
+}
+
+static void stream_dispatch(struct hs_http2 *h, struct hs_http2_stream *st)
+{
+    struct hs_http_server *s = h->c->srv;
+    if (st->head_over) {
+        stream_answer(st, 431, "431 the request headers are larger than max_header_size\n");
+        return;
+    }
+    struct hs_http_request req;
+    struct hs_http_header *hdrs = stream_request(h, st, true, &req);
+    if (!hdrs)
+        return;
     s->handler(s->ud, &req);
     free(hdrs);
     if (!st->responded) {
@@ -499,6 +530,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         stream_answer(st, 431, "431 the request headers are larger than max_header_size\n");
         return 0;
     }
+    /* the request's own HEADERS (not its trailers): before any DATA of it is read */
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
+        !st->responded && h->c->srv->on_headers)
+        stream_early(h, st);
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     st->complete = true;
@@ -510,8 +545,8 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
 {
-    /* We answered before the request ended (a limit): the client may stop sending
-     * (RFC 9113 §8.1). */
+    /* We answered before the request ended (a limit, or on_headers): the client may stop
+     * sending (RFC 9113 §8.1). */
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct hs_http2_stream *st =

@@ -552,7 +552,7 @@ static int on_message_begin(http_parser *p)
     hs_buf_reset(&c->body);
     c->url_len = c->head_bytes = c->nfields = 0;
     c->last_piece = PIECE_NONE;
-    c->responded = c->end_after = false;
+    c->responded = c->end_after = c->answered_early = false;
     c->state = HS_HTTP_CONN_REQUEST;
     conn_arm(c, c->srv->conf.read_timeout_ms, on_read_timer);
     return 0;
@@ -642,6 +642,8 @@ static bool field_is(const struct hs_http_conn *c, const char *name, const char 
     return false;
 }
 
+static bool conn_early(struct hs_http_conn *c, bool has_body);
+
 static int on_headers_complete(http_parser *p)
 {
     struct hs_http_conn *c = p->data;
@@ -655,6 +657,9 @@ static int on_headers_complete(http_parser *p)
         return 0;
     }
     bool has_body = (p->flags & F_CHUNKED) || (has_length && p->content_length > 0);
+    /* before the 100 and the body's room: an early answer replaces both */
+    if (c->srv->on_headers && conn_early(c, has_body))
+        return 0;
     if (has_body && (p->http_major > 1 || p->http_minor >= 1) &&
         field_is(c, "expect", "100-continue")) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -675,6 +680,8 @@ static int on_body(http_parser *p, const char *at, size_t len)
         conn_fail(c, 413, "413 the request body is larger than max_request_body_size\n");
     else if (hs_buf_append(&c->body, at, len))
         conn_fail(c, 503, "503 out of memory for the request body\n");
+    else
+        c->srv->body_bytes += len;
     return 0;
 }
 
@@ -722,24 +729,58 @@ static bool build_headers(struct hs_http_conn *c)
     return true;
 }
 
-static void conn_dispatch(struct hs_http_conn *c)
+/* The request being read, for on_headers (without its body: NULL, 0) or the handler. False
+ * (answered 503) when its headers cannot be listed. */
+static bool conn_request(struct hs_http_conn *c, bool with_body, struct hs_http_request *req)
 {
-    struct hs_http_server *s = c->srv;
     if (!build_headers(c)) {
         conn_fail(c, 503, "503 out of memory for the request headers\n");
-        return;
+        return false;
     }
-    struct hs_http_request req = {
+    *req = (struct hs_http_request){
         .method = http_method_str((enum http_method)c->parser.method),
         .headers = c->headers,
         .header_count = c->nfields,
-        .body = c->body.len ? c->body.data : (const uint8_t *)"",
-        .body_len = c->body.len,
+        .body = !with_body ? NULL : c->body.len ? c->body.data : (const uint8_t *)"",
+        .body_len = with_body ? c->body.len : 0,
         .peer = c->peer,
         .conn = c,
     };
-    split_url(c->url_len ? (const char *)c->head.data : "/", c->url_len ? c->url_len : 1, &req.path,
-              &req.query);
+    split_url(c->url_len ? (const char *)c->head.data : "/", c->url_len ? c->url_len : 1,
+              &req->path, &req->query);
+    return true;
+}
+
+/* Offers the request to on_headers before any of its body is read. Returns true when it was
+ * answered (or failed). With a body announced the connection then ends, as after the 413 for
+ * an oversized Content-Length: the answer said Connection: close, and conn_end drops what
+ * arrives without parsing it, until the client's EOF or the linger timeout. Keeping the
+ * connection would mean reading up to max_request_body_size of a refused client's bytes. With
+ * no body to come, the connection stays and on_message_complete skips the handler. */
+static bool conn_early(struct hs_http_conn *c, bool has_body)
+{
+    struct hs_http_request req;
+    if (!conn_request(c, false, &req))
+        return true;
+    c->in_dispatch = c->in_headers = true;
+    c->body_expected = has_body;
+    c->srv->on_headers(c->srv->ud, &req);
+    c->in_dispatch = c->in_headers = false;
+    if (!c->responded)
+        return false;
+    if (c->end_after)
+        conn_end(c);
+    else
+        c->answered_early = true;
+    return true;
+}
+
+static void conn_dispatch(struct hs_http_conn *c)
+{
+    struct hs_http_server *s = c->srv;
+    struct hs_http_request req;
+    if (!conn_request(c, true, &req))
+        return;
     c->in_dispatch = true;
     s->handler(s->ud, &req);
     c->in_dispatch = false;
@@ -757,7 +798,9 @@ static int on_message_complete(http_parser *p)
     struct hs_http_conn *c = p->data;
     if (c->stop)
         return 0;
-    conn_dispatch(c);
+    if (!c->answered_early)
+        conn_dispatch(c);
+    c->answered_early = false;
     if (c->stop || c->closing)
         return 0;
     c->state = HS_HTTP_CONN_IDLE;
@@ -896,8 +939,10 @@ void hs_http_respond(struct hs_http_request *req, int status, const char *conten
         return;
     }
     c->responded = true;
+    /* an early answer to a request with a body ends the connection (conn_early says why) */
     bool keep = !c->srv->closing && http_should_keep_alive(&c->parser) &&
-                !(c->parser.upgrade && c->parser.method == HTTP_CONNECT);
+                !(c->parser.upgrade && c->parser.method == HTTP_CONNECT) &&
+                !(c->in_headers && c->body_expected);
     conn_send(c, status, content_type, extra, extra_count, body, body_len, keep);
     if (!keep)
         c->end_after = true;

@@ -14,7 +14,6 @@
 #include "errors.h"
 #include "http_server_int.h"
 #include "metrics.h"
-#include "metrics.h"
 
 #define HS_HTTP_BACKLOG 511
 /* http_parser's own header limit is process-wide; ours is per server and always lower, so the
@@ -346,6 +345,7 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
     s->loop = loop;
     s->name = hs_xstrdup(name);
     s->handler = opts->handler;
+    s->on_headers = opts->on_headers;
     s->ud = opts->ud;
     s->versions = opts->versions;
     s->full_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);

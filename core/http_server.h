@@ -1,8 +1,9 @@
 /* http_server.h: an HTTP/1.1 and HTTP/2 (h2c with prior knowledge, or h2 by ALPN over TLS)
  * server on libuv, http_parser and nghttp2, generic over handlers: keep-alive, chunked bodies,
  * Expect: 100-continue, connection and time limits, body size limit (an oversized
- * Content-Length is answered 413 at once, without reading the body); on HTTP/2, concurrent
- * streams, each one request to the same handler. TLS: a `tls:` section (core/tls.h). */
+ * Content-Length is answered 413 at once, without reading the body), an optional look at the
+ * headers that may answer before the body (authentication); on HTTP/2, concurrent streams, each
+ * one request to the same handler. TLS: a `tls:` section (core/tls.h). */
 #ifndef HS_HTTP_SERVER_H
 #define HS_HTTP_SERVER_H
 
@@ -30,7 +31,8 @@ struct hs_http_request {
     struct hs_str query;      /* after '?', may be empty */
     const struct hs_http_header *headers;
     size_t header_count;
-    const uint8_t *body;      /* as sent (chunked encoding removed); not decompressed */
+    const uint8_t *body;      /* as sent (chunked encoding removed); not decompressed;
+                               * NULL (body_len 0) in the on_headers callback */
     size_t body_len;
     const char *peer;         /* "127.0.0.1:53422" */
     struct hs_http_conn *conn;
@@ -50,7 +52,11 @@ const struct hs_str *hs_http_request_header(const struct hs_http_request *req, c
 bool hs_http_media_type_is(const struct hs_str *value, const char *want);
 
 /* The handler must answer every request with exactly one hs_http_respond, before it returns.
- * The request and its body are valid only during the call. */
+ * The request and its body are valid only during the call.
+ * As an on_headers callback (hs_http_server_opts), it sees the request once its request line
+ * and headers are complete, before any body byte is read or buffered (body NULL, body_len 0),
+ * and may answer it (hs_http_respond, hs_http_respond_trailers, hs_grpc_respond) or return
+ * without answering; nothing it computes is carried to the handler. */
 typedef void (*hs_http_handler)(void *ud, struct hs_http_request *req);
 
 /* The listener options, shared by every HTTP listener's config (protocols.http, admin). */
@@ -90,6 +96,17 @@ struct hs_http_server_opts {
     const struct hs_http_server_config *config;
     const char *name;           /* for logs and metrics: "otlp", "admin" */
     hs_http_handler handler;
+    /* Optional: called (with ud) once a request's headers are complete, before its body. An
+     * answer there is final: the handler does not run and the body is never buffered. On
+     * HTTP/1.1 a request that announced a body (Content-Length > 0 or chunked) is answered
+     * with Connection: close and the connection ends, its body read and dropped until the
+     * client's EOF (or a short linger), so a stranger cannot make us read a body to keep a
+     * connection; one without a body keeps the connection. `Expect: 100-continue` gets this
+     * answer instead of the 100. On HTTP/2 the stream is answered, then reset (NO_ERROR) if
+     * the client has not ended it; its DATA is dropped and flow control still opened, so the
+     * other streams of the connection go on. Without an answer the request proceeds as if
+     * there were no callback. */
+    hs_http_handler on_headers;
     void *ud;
     enum hs_http_versions versions;
     /* where TLS handshake failures are counted; NULL: the registry of the first server
@@ -108,7 +125,7 @@ void hs_http_server_close(struct hs_http_server *s, void (*done)(void *ud), void
 
 /* Sends the response. `extra` headers are added (Content-Length and Connection are set by the
  * server). After an error status the server may close the connection if the body was not
- * read. */
+ * read. Also valid in an on_headers callback (see hs_http_server_opts). */
 void hs_http_respond(struct hs_http_request *req, int status, const char *content_type,
                      const struct hs_http_header *extra, size_t extra_count, const void *body,
                      size_t body_len);

@@ -33,8 +33,12 @@ struct hs_http_server {
     uv_tcp_t listener;
     char *name;
     hs_http_handler handler;
+    hs_http_handler on_headers; /* NULL: none */
     void *ud;
     enum hs_http_versions versions;
+    /* request body bytes buffered, both protocols, ever: what tests read to prove that an
+     * answer at headers time kept none */
+    uint64_t body_bytes;
     struct hs_http_server_config conf; /* endpoint is not kept */
     int port;
     struct hs_http_conn *conns; /* every connection until its handles are closed */
@@ -81,6 +85,9 @@ struct hs_http_conn {
     bool eof;          /* the client sent FIN */
     bool write_paused; /* reading stopped until the client reads our responses */
     bool in_dispatch, responded, end_after;
+    bool in_headers;    /* in the on_headers callback */
+    bool body_expected; /* the request announced a body (Content-Length > 0 or chunked) */
+    bool answered_early; /* by on_headers, with no body to come: skip the handler */
     http_parser parser;
     char peer[64];
     /* the request being read */

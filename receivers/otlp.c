@@ -1,7 +1,8 @@
 /* otlp.c: the OTLP receiver over HTTP (POST /v1/traces, protobuf or JSON, gzip) and gRPC
  * (TraceService/Export over h2c, gzip). A protobuf request is validated by the wire scanner and
  * carried as its own bytes; JSON is converted once to the same form. Both transports share the
- * validation and delivery; answers are as the OTLP spec says for each (wire.md §2, §3). */
+ * validation and delivery; answers are as the OTLP spec says for each (wire.md §2, §3). What the
+ * headers alone refuse (credentials above all) is answered before the body is read. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -446,7 +447,11 @@ static void process(struct otlp *r, struct hs_http_request *req, enum body_type 
 
 /* Refuses a request without valid credentials (401 with WWW-Authenticate, or UNAUTHENTICATED)
  * and one whose X-Scope-OrgID is no tenant id (400); else *tenant is the request's tenant.
- * Runs before the body is decompressed or decoded: a stranger costs no more than its read. */
+ * Headers only: it runs at headers time (http_precheck, grpc_precheck), so a stranger is
+ * refused before its body is read, and again in the handler, because the tenant of a matching
+ * token must reach the batch and nothing carries it from the headers callback to the handler.
+ * The second run costs a digest and a compare per credential; a credential rotated out between
+ * the two refuses the request then, as it should. A failure is counted where it is answered. */
 static bool authenticate(struct otlp *r, struct hs_http_request *req, enum body_type type,
                          struct hs_str *tenant)
 {
@@ -468,30 +473,49 @@ static bool authenticate(struct otlp *r, struct hs_http_request *req, enum body_
     return true;
 }
 
-static void otlp_handle(void *ud, struct hs_http_request *req)
+/* What OTLP/HTTP checks before the body, in this order: path (404), method (405), credentials
+ * and tenant, media type (415). Answers and returns false on the first that fails. */
+static bool http_precheck(struct otlp *r, struct hs_http_request *req, enum body_type *type,
+                          struct hs_str *tenant)
 {
-    struct otlp *r = ud;
     static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("POST")};
-    enum body_type type;
-
     if (!hs_str_eq(req->path, r->conf.protocols.http.traces_url_path)) {
         hs_http_respond_text(req, 404, "404 page not found\n");
-        return;
+        return false;
     }
     if (strcmp(req->method, "POST") != 0) {
         hs_http_respond(req, 405, "text/plain; charset=utf-8", &allow, 1,
                         "405 method not allowed, supported: [POST]\n", 41);
-        return;
+        return false;
     }
-    bool known_type = content_type(req, &type);
-    struct hs_str tenant;
-    if (!authenticate(r, req, known_type ? type : BODY_PROTO, &tenant))
-        return;
+    bool known_type = content_type(req, type);
+    if (!authenticate(r, req, known_type ? *type : BODY_PROTO, tenant))
+        return false;
     if (!known_type) {
         hs_http_respond_text(req, 415, "415 unsupported media type, supported: "
                                        "[application/json, application/x-protobuf]\n");
-        return;
+        return false;
     }
+    return true;
+}
+
+/* The server's on_headers for OTLP/HTTP: a request refused by its headers is answered before
+ * its body is read (core/http_server.h says what the client sees). */
+static void otlp_headers(void *ud, struct hs_http_request *req)
+{
+    enum body_type type;
+    struct hs_str tenant;
+    http_precheck(ud, req, &type, &tenant);
+}
+
+static void otlp_handle(void *ud, struct hs_http_request *req)
+{
+    struct otlp *r = ud;
+    enum body_type type;
+    struct hs_str tenant;
+    /* passed at headers time already; run again for the tenant (see authenticate) */
+    if (!http_precheck(r, req, &type, &tenant))
+        return;
     /* the request's bytes: the body where it lies, or `owned` once decompressed/converted */
     struct hs_buf owned = {0};
     const uint8_t *p = req->body;
@@ -520,21 +544,35 @@ out:
     hs_buf_free(&owned);
 }
 
-/* POST TraceService/Export over HTTP/2: the message out of its frame, then as over HTTP. */
-static void otlp_grpc_handle(void *ud, struct hs_http_request *req)
+/* What OTLP/gRPC checks before the message: gRPC itself (415, UNIMPLEMENTED), the method
+ * (UNIMPLEMENTED), credentials and tenant (UNAUTHENTICATED, INVALID_ARGUMENT). */
+static bool grpc_precheck(struct otlp *r, struct hs_http_request *req, struct hs_str *tenant)
 {
-    struct otlp *r = ud;
     if (!hs_grpc_request_ok(req))
-        return;
+        return false;
     if (!hs_str_eq(req->path, GRPC_PATH)) {
         char msg[200];
         snprintf(msg, sizeof(msg), "unknown method %.*s (served: " GRPC_PATH ")",
                  (int)HS_MIN(req->path.len, 100), req->path.ptr);
         hs_grpc_respond(req, HS_GRPC_UNIMPLEMENTED, msg, NULL, 0, false, 0);
-        return;
+        return false;
     }
+    return authenticate(r, req, BODY_GRPC, tenant);
+}
+
+static void otlp_grpc_headers(void *ud, struct hs_http_request *req)
+{
     struct hs_str tenant;
-    if (!authenticate(r, req, BODY_GRPC, &tenant))
+    grpc_precheck(ud, req, &tenant);
+}
+
+/* POST TraceService/Export over HTTP/2: the message out of its frame, then as over HTTP. */
+static void otlp_grpc_handle(void *ud, struct hs_http_request *req)
+{
+    struct otlp *r = ud;
+    struct hs_str tenant;
+    /* passed at headers time already; run again for the tenant (see authenticate) */
+    if (!grpc_precheck(r, req, &tenant))
         return;
     struct hs_buf owned = {0};
     const uint8_t *p;
@@ -597,6 +635,7 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
         const struct hs_http_server_opts opts = {.config = &r->conf.protocols.http.server,
                                                  .name = c->id,
                                                  .handler = otlp_handle,
+                                                 .on_headers = otlp_headers,
                                                  .ud = r,
                                                  .metrics = host->metrics};
         rc = hs_http_server_start(host->loop, &opts, &r->servers[TR_HTTP], &err);
@@ -607,6 +646,7 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
         const struct hs_http_server_opts opts = {.config = &r->conf.protocols.grpc.server,
                                                  .name = r->grpc_name,
                                                  .handler = otlp_grpc_handle,
+                                                 .on_headers = otlp_grpc_headers,
                                                  .ud = r,
                                                  .versions = HS_HTTP_H2C_ONLY,
                                                  .metrics = host->metrics};

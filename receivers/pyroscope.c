@@ -1,6 +1,7 @@
 /* pyroscope.c: the Pyroscope receiver: POST /ingest (pprof raw or multipart, folded text) and
  * POST /push.v1.PusherService/Push (Connect unary, protobuf or JSON, gzip) on one HTTP
- * listener. Each request becomes one batch of summarized profiles, or one precise error. */
+ * listener. Each request becomes one batch of summarized profiles, or one precise error; one
+ * its headers refuse (credentials above all) is answered before its body is read. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,12 +265,17 @@ static int grpc_code(int status)
 
 /* Refuses a request without valid credentials (401 with WWW-Authenticate and Connect's
  * "unauthenticated", or gRPC UNAUTHENTICATED) or with an X-Scope-OrgID that is no tenant id
- * (400); else *tenant is the batch's tenant (malloc'd, NULL for none). Runs before the body is
- * decompressed or decoded. */
+ * (400); else *tenant, when asked for, is the batch's tenant (malloc'd, NULL for none).
+ * Headers only: it runs at headers time (pyro_headers), so a stranger is refused before its
+ * body is read, and again in the handler, because the tenant of a matching token must reach
+ * the batch and nothing carries it from the headers callback to the handler. The second run
+ * costs a digest and a compare per credential; a token rotated out between the two refuses the
+ * request then, as it should. A failure is counted where it is answered. */
 static bool authenticate(struct pyro *r, struct hs_http_request *req, bool grpc, char **tenant)
 {
     const char *token_tenant = NULL;
-    *tenant = NULL;
+    if (tenant)
+        *tenant = NULL;
     if (r->auth) {
         enum hs_auth_result res = hs_auth_check(r->auth, req, &token_tenant);
         if (res != HS_AUTH_OK) {
@@ -296,20 +302,17 @@ static bool authenticate(struct pyro *r, struct hs_http_request *req, bool grpc,
             respond_error(req, 400, f.msg);
         return false;
     }
-    *tenant = t.len ? hs_xstrndup(t.ptr, t.len) : NULL;
+    if (tenant)
+        *tenant = t.len ? hs_xstrndup(t.ptr, t.len) : NULL;
     return true;
 }
 
 /* The push API's gRPC variant over HTTP/2: the same PushRequest decoding as Connect's, the
  * message length-prefixed, the status in trailers. A full pipeline is RESOURCE_EXHAUSTED
- * with RetryInfo, which OTLP-style clients retry, as 429 + Retry-After on Connect. */
-static void push_grpc(struct pyro *r, struct hs_http_request *req)
+ * with RetryInfo, which OTLP-style clients retry, as 429 + Retry-After on Connect. Takes `t`,
+ * the batch's tenant (malloc'd, or NULL). */
+static void push_grpc(struct pyro *r, struct hs_http_request *req, char *t)
 {
-    if (!hs_grpc_request_ok(req))
-        return;
-    char *t;
-    if (!authenticate(r, req, true, &t))
-        return;
     struct hs_pyro_fail f = {0};
     struct hs_buf owned = {0};
     const uint8_t *p;
@@ -374,26 +377,53 @@ static enum route route_of(struct hs_str path)
     return ROUTE_NONE;
 }
 
-static void pyro_handle(void *ud, struct hs_http_request *req)
+/* What every route checks before the body, in this order: the route (404), gRPC itself for
+ * push over gRPC (415, UNIMPLEMENTED), the method (405), credentials and tenant. Answers and
+ * returns false on the first that fails; else *route, *grpc and, when asked for, *tenant (see
+ * authenticate). */
+static bool pyro_precheck(struct pyro *r, struct hs_http_request *req, enum route *route,
+                          bool *grpc, char **tenant)
 {
-    struct pyro *r = ud;
-    enum route route = route_of(req->path);
-    if (route == ROUTE_NONE) {
+    *route = route_of(req->path);
+    *grpc = false;
+    if (*route == ROUTE_NONE) {
         respond_error(req, 404, "404 page not found");
-        return;
+        return false;
     }
-    if (route == ROUTE_PUSH && hs_http_request_is_h2(req) && is_grpc(req)) {
-        push_grpc(r, req);
-        return;
+    if (*route == ROUTE_PUSH && hs_http_request_is_h2(req) && is_grpc(req)) {
+        *grpc = true;
+        return hs_grpc_request_ok(req) && authenticate(r, req, true, tenant);
     }
     if (strcmp(req->method, "POST") != 0) {
         respond_error(req, 405, "method not allowed, supported: [POST]");
+        return false;
+    }
+    return authenticate(r, req, false, tenant);
+}
+
+/* The server's on_headers: a request refused by its headers is answered before its body is
+ * read (core/http_server.h says what the client sees). */
+static void pyro_headers(void *ud, struct hs_http_request *req)
+{
+    enum route route;
+    bool grpc;
+    pyro_precheck(ud, req, &route, &grpc, NULL);
+}
+
+static void pyro_handle(void *ud, struct hs_http_request *req)
+{
+    struct pyro *r = ud;
+    enum route route;
+    bool grpc;
+    char *t;
+    /* passed at headers time already; run again for the tenant (see authenticate) */
+    if (!pyro_precheck(r, req, &route, &grpc, &t))
+        return;
+    if (grpc) {
+        push_grpc(r, req, t);
         return;
     }
     struct hs_pyro_fail f = {0};
-    char *t;
-    if (!authenticate(r, req, false, &t))
-        return;
     struct hs_profiles *b = hs_profiles_new(t);
     free(t);
     if (!b) {
@@ -434,8 +464,8 @@ static int pyro_start(struct hs_component *c, const struct hs_host *host)
                                     "Profiles refused because the pipeline was full", r->labels);
     struct hs_error err = {0};
     const struct hs_http_server_opts opts = {
-        .config = &r->conf.server, .name = c->id, .handler = pyro_handle, .ud = r,
-        .metrics = host->metrics};
+        .config = &r->conf.server, .name = c->id, .handler = pyro_handle,
+        .on_headers = pyro_headers, .ud = r, .metrics = host->metrics};
     int rc = hs_http_server_start(host->loop, &opts, &r->http, &err);
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(c->id, "%s", err.lines[i]);

@@ -5,7 +5,8 @@
 // of its spans arrives. Per-tenant tokens decide X-Scope-OrgID (replacing what a client claims):
 // each tenant's spans reach the sink under its own header, never two tenants in one request, and
 // profiles carry their token's tenant; the tenant survives the correlator rewriting a batch. Token
-// files rotate without a restart. Counters move.
+// files rotate without a restart. Counters move. A stranger is refused by its headers, before its
+// body is read: the 401 (or UNAUTHENTICATED) comes while an 8 MiB body is still unsent.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, renameSync, rmSync } from 'node:fs';
@@ -15,7 +16,7 @@ import grpc from '@grpc/grpc-js';
 import { startHotspan } from './lib/hotspan.mjs';
 import { startSink } from './lib/sink.mjs';
 import { fetchMetrics, metric } from './lib/metrics.mjs';
-import { postProto, request } from './lib/http.mjs';
+import { postProto, request, rawExchange, parseRawResponse } from './lib/http.mjs';
 import { makeSpans, exportSpans } from './lib/sdk.mjs';
 import * as otlp from './lib/otlp.mjs';
 import { startPyroscopeSink, postIngest, postPush, encodePushRequest } from './lib/pyroscope_sink.mjs';
@@ -273,6 +274,68 @@ service:
     assert.equal(r.status, 401, 'the rotated-out token is refused');
     const [b] = await psink.waitForProfiles(1, { filter: (x) => x.labels?.service_name === 'it-auth-prof-b' });
     assert.equal(b.tenant, 'prof-b');
+  });
+
+  it('refuses a stranger by its headers, before its body is read', async () => {
+    const port = hs.ports.otlp;
+    const BIG = 8 << 20;
+    // 8 MiB announced, 64 KiB sent, the rest never: a server that waited for the body would
+    // say nothing until read_timeout (30 s); the answer comes now and the connection ends
+    const head = (extra) => `POST /v1/traces HTTP/1.1\r\nHost: x\r\n` +
+      `Content-Type: application/x-protobuf\r\nContent-Length: ${BIG}\r\n${extra}\r\n`;
+    let x = await rawExchange(port, Buffer.concat([Buffer.from(head('')), Buffer.alloc(64 << 10, 7)]),
+      { timeoutMs: 10000 });
+    assert.ok(x.closed, 'the server ends the connection after an early answer');
+    let res = parseRawResponse(x.data);
+    assert.equal(res?.status, 401, x.data.toString('latin1').slice(0, 200));
+    assert.equal(res.headers.connection, 'close');
+    assert.match(x.data.toString('latin1'), /\r\nwww-authenticate: Bearer realm="hotspan"\r\n/i);
+    assert.equal(otlp.decodeRpcStatus(res.body).code, 16);
+    // Expect: 100-continue gets the 401 instead of the 100
+    x = await rawExchange(port, head('Expect: 100-continue\r\n'), { timeoutMs: 10000 });
+    res = parseRawResponse(x.data);
+    assert.equal(res?.status, 401, x.data.toString('latin1').slice(0, 200));
+    assert.ok(x.closed);
+    // a wrong token, a whole 8 MiB body sent by an ordinary client: 401 as well
+    const big = Buffer.alloc(BIG, 1);
+    const r = await postProto(port, big, { authorization: 'Bearer nope' });
+    assert.equal(r.status, 401);
+    assert.equal(otlp.decodeRpcStatus(r.body).message, 'invalid credentials');
+    // a bad tenant is refused by its headers too (400), with the Status as always
+    x = await rawExchange(port, Buffer.from(head(`Authorization: Bearer ${GOOD}\r\n` +
+      'X-Scope-OrgID: a/../b\r\n')), { timeoutMs: 10000 });
+    res = parseRawResponse(x.data);
+    assert.equal(res?.status, 400);
+    assert.match(otlp.decodeRpcStatus(res.body).message, /X-Scope-OrgID/);
+
+    // OTLP/gRPC: an 8 MiB message without a token is UNAUTHENTICATED, while a client with one,
+    // on its own connection, delivers
+    const g = hs.ports['otlp/grpc'];
+    const [bad, good] = await Promise.all([
+      grpcCall(g, EXPORT, big, {}),
+      grpcCall(g, EXPORT, otlp.encodeRequest(spansNamed('early-ok', 2)), { authorization: `Bearer ${GOOD}` }),
+    ]);
+    assert.equal(bad.code, grpc.status.UNAUTHENTICATED, bad.details);
+    assert.match(bad.details, /missing credentials/);
+    assert.equal(good.code, 0, good.details);
+    await sink.waitFor(() => sink.spans().some((s) => s.span.name === 'early-ok-1'), 10000);
+
+    // Pyroscope: /ingest and Connect push with 8 MiB bodies (401, Connect's JSON), gRPC push
+    // (UNAUTHENTICATED); and the partial body answered before the rest comes
+    const p = hs.ports.pyroscope;
+    const ing = await postIngest(p, { query: { name: 'svc.cpu{}' }, body: big,
+      contentType: 'application/octet-stream' });
+    assert.equal(ing.status, 401);
+    assert.equal(ing.json.code, 'unauthenticated');
+    const push = await postPush(p, big, { headers: { authorization: 'Bearer nope' } });
+    assert.equal(push.status, 401);
+    assert.deepEqual(push.json, { code: 'unauthenticated', message: 'invalid credentials' });
+    x = await rawExchange(p, Buffer.concat([Buffer.from(`POST /ingest?name=svc.cpu HTTP/1.1\r\n` +
+      `Host: x\r\nContent-Length: ${BIG}\r\n\r\n`), Buffer.alloc(64 << 10, 7)]), { timeoutMs: 10000 });
+    res = parseRawResponse(x.data);
+    assert.equal(res?.status, 401);
+    assert.equal(JSON.parse(res.body.toString()).code, 'unauthenticated');
+    assert.equal((await grpcCall(p, PUSH, big, {})).code, grpc.status.UNAUTHENTICATED);
   });
 
   it('counts refusals by receiver and reason in /metrics', async () => {

@@ -1,6 +1,7 @@
 /* test_http2.c: the server's HTTP/2 (h2c with prior knowledge) on a real loop against libcurl
  * and a raw socket in another thread: concurrent streams on one connection, the body limit per
- * stream, HTTP/1.1 still served on the same port, gRPC trailers, GOAWAY when the server closes. */
+ * stream, streams answered at headers time among others, HTTP/1.1 still served on the same
+ * port, gRPC trailers, GOAWAY when the server closes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include "core/buf.h"
 #include "core/grpc.h"
 #include "core/http_server.h"
+#include "core/http_server_int.h" /* the server's count of buffered body bytes */
 
 struct fix {
     uv_loop_t loop;
@@ -31,6 +33,9 @@ struct fix {
     char fail[512];
     int handled;
     bool closed;
+    int early_calls;
+    bool early_saw_body; /* on_headers was given a body: it must never be */
+    uint64_t body_bytes; /* the server's count of buffered body bytes, just before its close */
 };
 
 #define CHECK(f, cond)                                                                             \
@@ -57,6 +62,21 @@ static void handler(void *ud, struct hs_http_request *req)
     hs_http_respond(req, 200, "text/plain", NULL, 0, body, (size_t)n);
 }
 
+/* on_headers: /deny/... is refused before its body, /deny-grpc/... in gRPC's terms. */
+static void early_hook(void *ud, struct hs_http_request *req)
+{
+    struct fix *f = ud;
+    f->early_calls++;
+    if (req->body || req->body_len)
+        f->early_saw_body = true;
+    static const struct hs_http_header ch = {HS_STR("www-authenticate"),
+                                             HS_STR("Bearer realm=\"t\"")};
+    if (req->path.len > 10 && memcmp(req->path.ptr, "/deny-grpc", 10) == 0)
+        hs_grpc_respond(req, HS_GRPC_UNAUTHENTICATED, "no credentials", NULL, 0, false, 0);
+    else if (req->path.len > 5 && memcmp(req->path.ptr, "/deny", 5) == 0)
+        hs_http_respond(req, 401, "text/plain", &ch, 1, "denied\n", 7);
+}
+
 static void on_closed(void *ud)
 {
     ((struct fix *)ud)->closed = true;
@@ -65,6 +85,7 @@ static void on_closed(void *ud)
 static void on_async(uv_async_t *a)
 {
     struct fix *f = a->data;
+    f->body_bytes = f->srv->body_bytes; /* the server is freed by its close */
     hs_http_server_close(f->srv, on_closed, f);
     uv_close((uv_handle_t *)a, NULL);
 }
@@ -77,7 +98,9 @@ static void *client_main(void *arg)
     return NULL;
 }
 
-static void run(void (*client)(struct fix *), uint64_t max_body)
+/* Returns the fixture, for what the server did (it stays until the next run). */
+static const struct fix *run(void (*client)(struct fix *), uint64_t max_body,
+                             hs_http_handler on_headers)
 {
     static struct fix f;
     memset(&f, 0, sizeof(f));
@@ -86,7 +109,8 @@ static void run(void (*client)(struct fix *), uint64_t max_body)
                                          .max_request_body_size = max_body,
                                          .read_timeout_ms = 5000,
                                          .idle_timeout_ms = 5000};
-    struct hs_http_server_opts opts = {.config = &conf, .name = "t", .handler = handler, .ud = &f};
+    struct hs_http_server_opts opts = {
+        .config = &conf, .name = "t", .handler = handler, .on_headers = on_headers, .ud = &f};
     struct hs_error err = {0};
     assert_int_equal(hs_http_server_start(&f.loop, &opts, &f.srv, &err), 0);
     f.port = hs_http_server_port(f.srv);
@@ -101,6 +125,7 @@ static void run(void (*client)(struct fix *), uint64_t max_body)
     assert_int_equal(uv_loop_close(&f.loop), 0); /* nothing left in the loop */
     if (f.fail[0])
         fail_msg("%s", f.fail);
+    return &f;
 }
 
 struct resp {
@@ -147,6 +172,7 @@ static CURL *easy(struct fix *f, const char *path, const char *body, size_t blen
 struct cli {
     int fd;
     int status[NSTREAMS + 1];
+    int grpc_status[NSTREAMS + 1]; /* -1: none */
     struct hs_buf body[NSTREAMS + 1];
     int closed;
     const uint8_t *data;
@@ -160,6 +186,8 @@ static int cli_header(nghttp2_session *s, const nghttp2_frame *fr, const uint8_t
     int idx = (fr->hd.stream_id - 1) / 2;
     if (nl == 7 && memcmp(n, ":status", 7) == 0 && idx <= NSTREAMS)
         c->status[idx] = atoi((const char *)v);
+    if (nl == 11 && memcmp(n, "grpc-status", 11) == 0 && idx <= NSTREAMS)
+        c->grpc_status[idx] = atoi((const char *)v);
     return 0;
 }
 
@@ -189,10 +217,14 @@ static ssize_t cli_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len
     return (ssize_t)n;
 }
 
-/* Opens n streams at once, each POSTing body[i] bytes to /echo/<i>; runs until all closed. */
-static void h2_exchange(struct fix *f, struct cli *c, int n, size_t *blen)
+/* Opens n streams at once, each POSTing body[i] bytes to <prefix[i]>/<i> (prefix NULL: all
+ * /echo); runs until all closed. */
+static void h2_exchange(struct fix *f, struct cli *c, int n, size_t *blen,
+                        const char *const *prefix)
 {
     memset(c, 0, sizeof(*c));
+    for (int i = 0; i <= NSTREAMS; i++)
+        c->grpc_status[i] = -1;
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
@@ -207,9 +239,9 @@ static void h2_exchange(struct fix *f, struct cli *c, int n, size_t *blen)
     nghttp2_session_client_new(&s, cb, c);
     nghttp2_session_callbacks_del(cb);
     nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
-    char paths[NSTREAMS][24], clen[NSTREAMS][24];
+    char paths[NSTREAMS][32], clen[NSTREAMS][24];
     for (int i = 0; i < n; i++) {
-        snprintf(paths[i], sizeof(paths[i]), "/echo/%d", i);
+        snprintf(paths[i], sizeof(paths[i]), "%s/%d", prefix ? prefix[i] : "/echo", i);
         snprintf(clen[i], sizeof(clen[i]), "%zu", blen[i]);
         nghttp2_nv nv[] = {
             {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
@@ -250,7 +282,7 @@ static void concurrent_client(struct fix *f)
     size_t blen[NSTREAMS];
     for (int i = 0; i < NSTREAMS; i++)
         blen[i] = (size_t)(1000 + i * 100);
-    h2_exchange(f, &c, NSTREAMS, blen);
+    h2_exchange(f, &c, NSTREAMS, blen, NULL);
     for (int i = 0; i < NSTREAMS; i++) {
         char want[64];
         snprintf(want, sizeof(want), "%d /echo/%d h2", 1000 + i * 100, i); /* blen is spent */
@@ -262,7 +294,7 @@ static void concurrent_client(struct fix *f)
     /* a stream over max_request_body_size is 413 (or RST) without reaching the handler,
      * while its sibling on the same connection is served */
     size_t two[2] = {150000, 10};
-    h2_exchange(f, &c, 2, two);
+    h2_exchange(f, &c, 2, two, NULL);
     CHECK(f, c.status[0] == 413);
     CHECK(f, c.status[1] == 200);
     CHECK(f, f->handled == NSTREAMS + 1);
@@ -272,7 +304,58 @@ static void concurrent_client(struct fix *f)
 static void test_concurrent_streams(void **state)
 {
     (void)state;
-    run(concurrent_client, 100000);
+    run(concurrent_client, 100000, NULL);
+}
+
+#define EARLY_BIG ((size_t)4 << 20)
+#define EARLY_SMALL ((size_t)200000)
+
+/* Of NSTREAMS streams on one connection, the even ones are refused at headers time (401, or
+ * gRPC UNAUTHENTICATED) with 4 MiB bodies, more than the stream and connection windows; the odd
+ * ones are served. The refused never reach the handler nor keep a byte, the others complete
+ * whole: the DATA dropped for the refused still opened the connection's window. */
+static const char *early_prefix(int i)
+{
+    return i % 2 ? "/echo" : i % 4 ? "/deny-grpc" : "/deny";
+}
+
+static void early_client(struct fix *f)
+{
+    static struct cli c;
+    size_t blen[NSTREAMS];
+    const char *prefix[NSTREAMS];
+    for (int i = 0; i < NSTREAMS; i++) {
+        blen[i] = i % 2 ? EARLY_SMALL : EARLY_BIG;
+        prefix[i] = early_prefix(i);
+    }
+    h2_exchange(f, &c, NSTREAMS, blen, prefix);
+    CHECK(f, c.closed == NSTREAMS);
+    for (int i = 0; i < NSTREAMS; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "%zu /echo/%d h2", EARLY_SMALL, i);
+        if (i % 4 == 0) {
+            CHECK(f, c.status[i] == 401);
+            CHECK(f, c.body[i].len == 7 && memcmp(c.body[i].data, "denied\n", 7) == 0);
+        } else if (i % 2 == 0) {
+            CHECK(f, c.status[i] == 200 && c.grpc_status[i] == HS_GRPC_UNAUTHENTICATED);
+        } else {
+            CHECK(f, c.status[i] == 200);
+            CHECK(f, c.body[i].len == strlen(want) &&
+                         memcmp(c.body[i].data, want, c.body[i].len) == 0);
+        }
+    }
+    cli_free(&c);
+}
+
+static void test_early_answer_among_streams(void **state)
+{
+    (void)state;
+    const struct fix *f = run(early_client, 8u << 20, early_hook);
+    assert_int_equal(f->handled, NSTREAMS / 2);     /* the /echo streams */
+    assert_int_equal(f->early_calls, NSTREAMS);     /* every stream, before its body */
+    assert_false(f->early_saw_body);
+    /* not one byte of the refused bodies */
+    assert_int_equal(f->body_bytes, NSTREAMS / 2 * EARLY_SMALL);
 }
 
 static long one(struct fix *f, const char *path, size_t blen, bool h2, struct resp *r)
@@ -319,7 +402,7 @@ static void limits_client(struct fix *f)
 static void test_limits_h1_and_trailers(void **state)
 {
     (void)state;
-    run(limits_client, 100000);
+    run(limits_client, 100000, NULL);
 }
 
 /* A raw h2c client: preface + SETTINGS, then the server is told to close: it must say GOAWAY
@@ -362,7 +445,7 @@ static void goaway_client(struct fix *f)
 static void test_goaway_on_close(void **state)
 {
     (void)state;
-    run(goaway_client, 1000);
+    run(goaway_client, 1000, NULL);
 }
 
 int main(void)
@@ -370,6 +453,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_streams),
+        cmocka_unit_test(test_early_answer_among_streams),
         cmocka_unit_test(test_limits_h1_and_trailers),
         cmocka_unit_test(test_goaway_on_close),
     };

@@ -1,6 +1,7 @@
 /* test_http_server.c: the HTTP/1.1 server on a loop in this thread against a blocking-socket
  * client in another: keep-alive, pipelining, chunked bodies, 100-continue, every limit and
- * timeout, hostile clients, unread responses, and a close that leaves nothing in the loop. */
+ * timeout, hostile clients, unread responses, answers at headers time that keep no body, and a
+ * close that leaves nothing in the loop. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,6 +41,10 @@ struct fix {
     bool close_called;
     atomic_int handled;
     size_t most_unwritten; /* the largest backlog of response bytes a handler saw */
+    bool early;            /* start the server with on_headers */
+    atomic_int early_calls;
+    bool early_saw_body;  /* on_headers was given a body: it must never be */
+    uint64_t body_bytes;  /* the server's count of buffered body bytes, just before its close */
 };
 
 /* Client-side checks cannot use cmocka (it longjmps); the first failure is kept for the test. */
@@ -97,6 +102,25 @@ static void handler(void *ud, struct hs_http_request *req)
     hs_buf_free(&b);
 }
 
+/* on_headers: /deny... is refused as an authenticating receiver would, before the body;
+ * ?trailers answers through hs_http_respond_trailers. Anything else goes on to the handler. */
+static void early_hook(void *ud, struct hs_http_request *req)
+{
+    struct fix *f = ud;
+    atomic_fetch_add(&f->early_calls, 1);
+    if (req->body || req->body_len)
+        f->early_saw_body = true;
+    if (req->path.len < 5 || memcmp(req->path.ptr, "/deny", 5) != 0)
+        return;
+    static const struct hs_http_header ch = {HS_STR("WWW-Authenticate"),
+                                             HS_STR("Bearer realm=\"t\"")};
+    static const struct hs_http_header tr = {HS_STR("grpc-status"), HS_STR("16")};
+    if (hs_str_eq(req->query, "trailers"))
+        hs_http_respond_trailers(req, 401, "text/plain", &ch, 1, "denied\n", 7, &tr, 1);
+    else
+        hs_http_respond(req, 401, "text/plain", &ch, 1, "denied\n", 7);
+}
+
 static void on_done(void *ud)
 {
     struct fix *f = ud;
@@ -106,6 +130,7 @@ static void on_done(void *ud)
 static void on_async(uv_async_t *a)
 {
     struct fix *f = a->data;
+    f->body_bytes = f->srv->body_bytes; /* the server is freed by its close */
     hs_http_server_close(f->srv, on_done, f);
     uv_close((uv_handle_t *)a, NULL);
     pthread_mutex_lock(&f->mu);
@@ -138,8 +163,11 @@ static void *client_main(void *arg)
 static void run(struct fix *f, void (*client)(struct fix *))
 {
     struct hs_error err = {0};
-    const struct hs_http_server_opts opts = {
-        .config = &f->conf, .name = "test", .handler = handler, .ud = f};
+    const struct hs_http_server_opts opts = {.config = &f->conf,
+                                             .name = "test",
+                                             .handler = handler,
+                                             .on_headers = f->early ? early_hook : NULL,
+                                             .ud = f};
     assert_int_equal(hs_http_server_start(&f->loop, &opts, &f->srv, &err), 0);
     assert_int_equal(err.count, 0);
     f->port = hs_http_server_port(f->srv);
@@ -671,6 +699,125 @@ static void test_client_resets(void **state)
     run(*state, client_resets);
 }
 
+/* 8 MiB announced, 64 KiB sent: the 401 comes at once (a server waiting for the body would
+ * answer 408 at read_timeout), says Connection: close, and what follows is dropped. */
+static void client_early_big(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    static char chunk[64 << 10];
+    memset(chunk, 'z', sizeof(chunk));
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, csends(&c, "POST /deny HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n\r\n"));
+    CHECK(f, csend(&c, chunk, sizeof(chunk)));
+    CHECK(f, cread(&c, &r));
+    CHECK(f, r.status == 401 && strstr(r.head, "\r\nConnection: close\r\n"));
+    CHECK(f, strstr(r.head, "\r\nWWW-Authenticate: Bearer realm=\"t\"\r\n"));
+    CHECK(f, strcmp(r.body, "denied\n") == 0);
+    free(r.body);
+    /* more of the body while the server drains: read and dropped, not kept */
+    for (int i = 0; i < 16; i++)
+        CHECK(f, csend(&c, chunk, sizeof(chunk)));
+    shutdown(c.fd, SHUT_WR);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    /* chunked: the same */
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c,
+                      "POST /deny HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "10000\r\nzzzz",
+                      &r));
+    CHECK(f, r.status == 401 && strstr(r.head, "\r\nConnection: close\r\n"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    /* a request the hook lets through is read whole and handled: the counter does count */
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c, "POST /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+                      &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "body=hello"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_early_answer_keeps_no_body(void **state)
+{
+    struct fix *f = *state;
+    f->early = true;
+    run(f, client_early_big);
+    assert_int_equal(atomic_load(&f->handled), 1);     /* /ok only */
+    assert_int_equal(atomic_load(&f->early_calls), 3); /* every request, before its body */
+    assert_false(f->early_saw_body);
+    assert_int_equal(f->body_bytes, 5); /* "hello": not one byte of the refused bodies */
+}
+
+/* Expect: 100-continue: the early answer comes instead of the 100, and the connection ends. */
+static void client_early_expect(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c,
+                      "POST /deny HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                      "Content-Length: 1000000\r\n\r\n",
+                      &r));
+    CHECK(f, r.status == 401 && strstr(r.head, "\r\nConnection: close\r\n"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    /* let through: the 100 still comes, then the answer */
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c,
+                      "POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                      "Content-Length: 4\r\n\r\n",
+                      &r));
+    CHECK(f, r.status == 100);
+    free(r.body);
+    CHECK(f, exchange(&c, "data", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "body=data"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_early_answer_expect(void **state)
+{
+    struct fix *f = *state;
+    f->early = true;
+    run(f, client_early_expect);
+    assert_int_equal(atomic_load(&f->handled), 1);
+    assert_int_equal(f->body_bytes, 4);
+}
+
+/* Without a body to come, an early answer keeps the connection: the next request on it is
+ * served. hs_http_respond_trailers works there too (trailers as headers on HTTP/1.1). */
+static void client_early_keepalive(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c, "GET /deny HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 401 && strstr(r.head, "\r\nConnection: keep-alive\r\n"));
+    free(r.body);
+    CHECK(f, exchange(&c, "POST /deny?trailers HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+                      &r));
+    CHECK(f, r.status == 401 && strstr(r.head, "\r\ngrpc-status: 16\r\n"));
+    CHECK(f, strstr(r.head, "\r\nConnection: keep-alive\r\n"));
+    free(r.body);
+    CHECK(f, exchange(&c, "GET /after HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/after "));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_early_answer_keepalive(void **state)
+{
+    struct fix *f = *state;
+    f->early = true;
+    run(f, client_early_keepalive);
+    assert_int_equal(atomic_load(&f->handled), 1);
+    assert_int_equal(atomic_load(&f->early_calls), 3);
+}
+
 static void test_bind_errors(void **state)
 {
     struct fix *f = *state;
@@ -769,6 +916,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_mid_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unread_responses_bound_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_resets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_answer_keeps_no_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_answer_expect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_answer_keepalive, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
         cmocka_unit_test(test_config_rows),
         cmocka_unit_test(test_reasons),
