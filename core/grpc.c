@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <libdeflate.h>
+
 #include "compress.h"
 #include "errors.h"
 
@@ -90,22 +92,52 @@ int hs_grpc_unframe(const uint8_t *body, size_t len, const struct hs_str *encodi
     return HS_GRPC_OK;
 }
 
+int hs_grpc_prefix(uint8_t out[HS_GRPC_PREFIX], size_t len, bool compressed)
+{
+    if (len > UINT32_MAX)
+        return HS_E2BIG;
+    out[0] = compressed ? 1 : 0;
+    out[1] = (uint8_t)(len >> 24);
+    out[2] = (uint8_t)(len >> 16);
+    out[3] = (uint8_t)(len >> 8);
+    out[4] = (uint8_t)len;
+    return 0;
+}
+
+/* Deflates straight behind a prefix reserved in out: the gzip output is not copied again. */
+static int frame_gzip(struct hs_buf *out, const uint8_t *msg, size_t len)
+{
+    struct libdeflate_compressor *c = libdeflate_alloc_compressor(GZIP_LEVEL);
+    if (!c)
+        return HS_ENOMEM;
+    size_t bound = libdeflate_gzip_compress_bound(c, len);
+    int rc = hs_buf_reserve(out, HS_GRPC_PREFIX + bound);
+    if (rc == 0) {
+        uint8_t *p = out->data + out->len;
+        size_t n = libdeflate_gzip_compress(c, msg, len, p + HS_GRPC_PREFIX, bound);
+        if (n == 0) /* cannot happen with the bound; treated as the allocation it stands for */
+            rc = HS_ENOMEM;
+        else if ((rc = hs_grpc_prefix(p, n, true)) == 0)
+            out->len += HS_GRPC_PREFIX + n;
+    }
+    libdeflate_free_compressor(c);
+    return rc;
+}
+
 int hs_grpc_frame(struct hs_buf *out, const uint8_t *msg, size_t len, bool gzip)
 {
-    struct hs_buf z = {0};
-    if (gzip) {
-        if (hs_gzip(msg, len, GZIP_LEVEL, &z) != 0)
-            return HS_ENOMEM;
-        msg = z.data;
-        len = z.len;
-    }
-    uint8_t pre[HS_GRPC_PREFIX] = {gzip ? 1 : 0, (uint8_t)(len >> 24), (uint8_t)(len >> 16),
-                                   (uint8_t)(len >> 8), (uint8_t)len};
-    int rc = hs_buf_append(out, pre, sizeof(pre));
-    if (rc == 0 && len)
-        rc = hs_buf_append(out, msg, len);
-    hs_buf_free(&z);
-    return rc ? HS_ENOMEM : 0;
+    if (gzip)
+        return frame_gzip(out, msg, len);
+    uint8_t pre[HS_GRPC_PREFIX];
+    int rc = hs_grpc_prefix(pre, len, false);
+    if (rc == 0)
+        rc = hs_buf_reserve(out, sizeof(pre) + len);
+    if (rc != 0)
+        return rc;
+    hs_buf_append(out, pre, sizeof(pre)); /* reserved above: cannot fail */
+    if (len)
+        hs_buf_append(out, msg, len);
+    return 0;
 }
 
 /* ---- grpc-message ------------------------------------------------------------------------ */

@@ -48,8 +48,12 @@ int hs_grpc_unframe(const uint8_t *body, size_t len, const struct hs_str *encodi
                     struct hs_buf *out, const uint8_t **msg, size_t *msg_len, char *err,
                     size_t errlen);
 
-/* Appends one length-prefixed message to out, gzipped (flag 1) when asked. 0 or HS_ENOMEM. */
+/* Appends one length-prefixed message to out, gzipped (flag 1) when asked (compressed right
+ * behind the prefix, not copied after). 0, HS_ENOMEM, or HS_E2BIG past 4 GiB. */
 int hs_grpc_frame(struct hs_buf *out, const uint8_t *msg, size_t len, bool gzip);
+/* Writes the prefix of a message of `len` bytes (as sent, i.e. compressed when `compressed`),
+ * for a sender that sends the message itself from where it lies. 0, or HS_E2BIG past 4 GiB. */
+int hs_grpc_prefix(uint8_t out[HS_GRPC_PREFIX], size_t len, bool compressed);
 
 /* grpc-message's percent-encoding (PROTOCOL-HTTP2.md): bytes outside 0x20-0x7E and '%' become
  * %XX. Truncated at a character boundary to fit; always NUL-terminated. */

@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -29,6 +30,13 @@ struct xfer {
     struct curl_slist *connect_to; /* server_name_override: the name's host:port -> the real */
     char *url;                     /* the URL with the overriding name, when there is one */
     struct hs_buf body;
+    /* the request body when a prefix goes before it: sent through read_cb, so `out` (the
+     * caller's, borrowed) is sent in place instead of being copied behind the prefix first */
+    uint8_t prefix[HS_HTTP_CLIENT_PREFIX_MAX];
+    size_t prefix_len;
+    const uint8_t *out;
+    size_t out_len;
+    size_t sent; /* bytes of prefix + out handed to curl, for this attempt */
     uint64_t retry_after_ms;
     int grpc_status;
     char grpc_message[512];
@@ -60,6 +68,7 @@ struct hs_http_client {
     void *closed_ud;
     unsigned flags;
     const struct hs_tls_client *tls;
+    bool forbid_reuse; /* one connection per HTTP/2 transfer: see h2_reuse_broken */
 };
 
 static void client_finish_close(struct hs_http_client *c);
@@ -253,6 +262,36 @@ static size_t write_cb(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
+/* The prefix, then the caller's bytes, as curl asks for them. */
+static size_t read_cb(char *buf, size_t size, size_t n, void *ud)
+{
+    struct xfer *x = ud;
+    size_t room = size * n, total = x->prefix_len + x->out_len, k = 0;
+    if (x->sent < x->prefix_len) {
+        k = HS_MIN(room, x->prefix_len - x->sent);
+        memcpy(buf, x->prefix + x->sent, k);
+        x->sent += k;
+    }
+    if (k < room && x->sent < total) {
+        size_t off = x->sent - x->prefix_len, m = HS_MIN(room - k, x->out_len - off);
+        memcpy(buf + k, x->out + off, m);
+        x->sent += m;
+        k += m;
+    }
+    return k;
+}
+
+/* curl rewinds the body when it sends it again (a reused connection found dead, a redirect):
+ * without this it would fail such a transfer ("necessary data rewind wasn't possible"). */
+static int seek_cb(void *ud, curl_off_t offset, int origin)
+{
+    struct xfer *x = ud;
+    if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > x->prefix_len + x->out_len)
+        return CURL_SEEKFUNC_CANTSEEK;
+    x->sent = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
 /* Retry-After is delay-seconds or an HTTP-date (RFC 9110 §10.2.3). */
 static uint64_t parse_retry_after(const char *v, size_t n)
 {
@@ -332,6 +371,23 @@ struct hs_http_client *hs_http_client_new_flags(uv_loop_t *loop, unsigned flags)
     return hs_http_client_new_tls(loop, flags, NULL);
 }
 
+/* libcurl 7.88 (this system's) cannot put a second transfer on an h2c prior-knowledge
+ * connection, be it reused after the first or multiplexed beside it: for every transfer it
+ * runs Curl_http2_may_switch, which only asks whether the transfer wants prior knowledge, not
+ * whether the connection already speaks HTTP/2, so a second nghttp2 filter is stacked on the
+ * connection and the transfer fails at once with "Error in the HTTP2 framing layer" (curl
+ * issue #10634, fixed in 8.0.0 by PR #10643). Trailers have nothing to do with it: plain 200s
+ * fail alike (tests/unit/test_http_client.c reproduces it against our server). PIPEWAIT,
+ * CURLPIPE_MULTIPLEX, a connection cap or a multi of h2c handles only make every transfer
+ * after the first fail sooner. Asking for plain HTTP/2 (CURL_HTTP_VERSION_2_0) once a
+ * connection exists would dodge the switch, but whenever that connection is gone curl opens
+ * an HTTP/1.1 one with Upgrade: h2c, which gRPC servers refuse: not safe. So below 8.0.0
+ * each transfer gets its own connection, over TLS too (same flag, not measured apart). */
+static bool h2_reuse_broken(void)
+{
+    return curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+}
+
 struct hs_http_client *hs_http_client_new_tls(uv_loop_t *loop, unsigned flags,
                                               const struct hs_tls_client *tls)
 {
@@ -340,6 +396,7 @@ struct hs_http_client *hs_http_client_new_tls(uv_loop_t *loop, unsigned flags,
     c->tls = tls;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         goto fail;
+    c->forbid_reuse = h2_reuse_broken();
     c->loop = loop;
     c->multi = curl_multi_init();
     if (!c->multi)
@@ -433,6 +490,26 @@ static int xfer_tls(struct xfer *x, const char *url)
     return 0;
 }
 
+/* The body: curl's own copy of it (POSTFIELDS) when it is one piece, else read_cb. */
+static void xfer_body(struct xfer *x, const void *body, size_t body_len)
+{
+    CURL *e = x->easy;
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    if (!x->prefix_len) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body_len ? body : "");
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+        return;
+    }
+    x->out = body;
+    x->out_len = body_len;
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, read_cb);
+    curl_easy_setopt(e, CURLOPT_READDATA, x);
+    curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, seek_cb);
+    curl_easy_setopt(e, CURLOPT_SEEKDATA, x);
+    /* a known size: Content-Length on HTTP/1.1 rather than chunked encoding */
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(x->prefix_len + body_len));
+}
+
 static int xfer_setup(struct xfer *x, const char *url, const char *const *headers,
                       size_t header_count, const void *body, size_t body_len, uint64_t timeout_ms)
 {
@@ -464,19 +541,13 @@ static int xfer_setup(struct xfer *x, const char *url, const char *const *header
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)HS_MIN(timeout_ms, (uint64_t)LONG_MAX));
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body_len ? body : "");
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    xfer_body(x, body, body_len);
     /* curl sends a body through this buffer; its 64 KiB default makes a 4 MB batch take ~60
      * loop passes (bench/passthrough). 512 KiB per transfer in flight is a bounded cost. */
-    if (x->c->flags & HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE) {
-        /* libcurl 7.88 fails a second stream on an h2c connection whose first stream ended
-         * with trailers (gRPC's always do): "Error in the HTTP2 framing layer". Until a newer
-         * libcurl, each gRPC call gets its own connection (over TLS too: the same code). */
-        curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
-    } else {
+    if (!(x->c->flags & HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE))
         curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
-    }
+    else if (x->c->forbid_reuse)
+        curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
@@ -489,11 +560,26 @@ int hs_http_client_post(struct hs_http_client *c, const char *url, const char *c
                         size_t header_count, const void *body, size_t body_len, uint64_t timeout_ms,
                         hs_http_done_cb done, void *ud)
 {
+    return hs_http_client_post_prefixed(c, url, headers, header_count, NULL, 0, body, body_len,
+                                        timeout_ms, done, ud);
+}
+
+int hs_http_client_post_prefixed(struct hs_http_client *c, const char *url,
+                                 const char *const *headers, size_t header_count,
+                                 const void *prefix, size_t prefix_len, const void *body,
+                                 size_t body_len, uint64_t timeout_ms, hs_http_done_cb done,
+                                 void *ud)
+{
     if (c->closing)
         return HS_ECANCELED;
+    if (prefix_len > HS_HTTP_CLIENT_PREFIX_MAX)
+        return HS_EINVAL;
     struct xfer *x = calloc(1, sizeof(*x));
     if (!x)
         return HS_ENOMEM;
+    if (prefix_len)
+        memcpy(x->prefix, prefix, prefix_len);
+    x->prefix_len = prefix_len;
     x->c = c;
     x->grpc_status = -1;
     x->done = done;

@@ -53,6 +53,19 @@ int hs_http_client_post(struct hs_http_client *c, const char *url, const char *c
                         size_t header_count, const void *body, size_t body_len,
                         uint64_t timeout_ms, hs_http_done_cb done, void *ud);
 
+/* The most bytes hs_http_client_post_prefixed sends before a body. */
+#define HS_HTTP_CLIENT_PREFIX_MAX 8
+
+/* As hs_http_client_post, the request body being `prefix` (copied; at most
+ * HS_HTTP_CLIENT_PREFIX_MAX bytes) followed by `body` (borrowed until done fires). The body is
+ * sent from where it lies, not joined to the prefix first: gRPC's 5-byte message prefix in
+ * front of a multi-MB batch. Also HS_EINVAL for a longer prefix. */
+int hs_http_client_post_prefixed(struct hs_http_client *c, const char *url,
+                                 const char *const *headers, size_t header_count,
+                                 const void *prefix, size_t prefix_len, const void *body,
+                                 size_t body_len, uint64_t timeout_ms, hs_http_done_cb done,
+                                 void *ud);
+
 /* Aborts transfers in flight (their done fires with status 0, "cancelled"), closes handles,
  * then calls closed(ud) and frees the client. */
 void hs_http_client_close(struct hs_http_client *c, void (*closed)(void *ud), void *ud);

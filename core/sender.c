@@ -137,7 +137,6 @@ static void request_free(struct hs_sender_request *r)
 }
 
 /* ---- create, start, free ---------------------------------------------------------------- */
-/* ---- create, start, free ---------------------------------------------------------------- */
 
 struct hs_sender *hs_sender_new(const struct hs_sender_options *opt)
 {
@@ -373,8 +372,9 @@ static void slot_send(struct slot *sl)
     struct hs_sender *s = sl->s;
     const struct hs_sender_request *r = &sl->req;
     sl->in_flight = true;
-    int rc = hs_http_client_post(s->client, r->url, sl->lines, sl->nlines, r->body, r->body_len,
-                                 s->opt.timeout_ms, on_response, sl);
+    int rc = hs_http_client_post_prefixed(s->client, r->url, sl->lines, sl->nlines, r->prefix,
+                                          r->prefix_len, r->body, r->body_len, s->opt.timeout_ms,
+                                          on_response, sl);
     if (rc != 0) /* answered from the loop, as a transport error, so callers never recurse */
         uv_timer_start(&sl->timer, on_post_failed, 0, 0);
 }
@@ -805,6 +805,19 @@ static int record_part(struct hs_sender *s, struct hs_buf *rec, void *item, uint
     int rc = s->opt.hooks.encode(s->opt.ud, item, part, &req);
     struct hs_queue_part p = {.count = req.count, .body = req.body, .body_len = req.body_len};
     size_t base = s->opt.url ? strlen(s->opt.url) : 0;
+    /* a record part has one body (queue_store.h), so a prefix is joined to it here and the
+     * replay sends it as it is. This copy comes with the disk write, which copies the body
+     * anyway; requests sent from memory keep them apart. */
+    struct hs_buf joined = {0};
+    if (rc == 0 && req.prefix_len) {
+        rc = hs_buf_reserve(&joined, req.prefix_len + req.body_len);
+        if (rc == 0) { /* reserved: the appends cannot fail */
+            hs_buf_append(&joined, req.prefix, req.prefix_len);
+            hs_buf_append(&joined, req.body, req.body_len);
+            p.body = joined.data;
+            p.body_len = joined.len;
+        }
+    }
     if (rc == 0) {
         p.url_relative = base && strncmp(req.url, s->opt.url, base) == 0;
         p.url = req.url + (p.url_relative ? base : 0);
@@ -819,6 +832,7 @@ static int record_part(struct hs_sender *s, struct hs_buf *rec, void *item, uint
         uint32_t n = req.count ? req.count : parts == 1 ? count : 0;
         sender_drop(s, rc == HS_ENOMEM ? "out_of_memory" : "encode_failed", n);
     }
+    hs_buf_free(&joined);
     request_free(&req);
     return rc == 0 ? (int)p.count : -1;
 }

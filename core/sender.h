@@ -55,6 +55,11 @@ struct hs_sender_request {
     const uint8_t *body; /* body_buf's data, or bytes the item owns */
     size_t body_len;
     struct hs_buf body_buf;
+    /* Sent before body, which then goes out from where it lies instead of being copied behind
+     * these bytes (gRPC's message prefix in front of the batch's own bytes). Sent once per
+     * attempt; with storage the record holds prefix and body joined, as one body. */
+    uint8_t prefix[HS_HTTP_CLIENT_PREFIX_MAX];
+    uint8_t prefix_len;
     /* Spans or profiles this request carries: what is counted sent or failed. Set it before
      * anything can fail, so a failed encode is counted right. */
     uint32_t count;

@@ -2,6 +2,7 @@
  * or OTLP/gRPC (h2c or TLS, gzip) to a backend such as Tempo, through a bounded queue, a fixed
  * number of concurrent requests and retries with backoff per wire.md §2, §3 (otelcol's otlp and
  * otlphttp exporters and their helper). */
+#include <assert.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,11 +203,20 @@ static int otlp_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
     if (t->tenant[0] && !tenant_configured &&
         (rc = hs_sender_request_header(req, "X-Scope-OrgID", t->tenant)) != 0)
         return rc;
-    if (e->grpc) { /* the batch is the message: framed, gzipped per message when asked */
-        if ((rc = hs_grpc_frame(&req->body_buf, p, len, e->gzip)) != 0)
+    if (e->grpc && e->gzip) { /* the batch is the message, gzipped behind its prefix */
+        if ((rc = hs_grpc_frame(&req->body_buf, p, len, true)) != 0)
             goto out;
         req->body = req->body_buf.data;
         req->body_len = req->body_buf.len;
+        goto out;
+    }
+    if (e->grpc) { /* the prefix travels apart, so the batch's bytes are sent in place */
+        static_assert(HS_GRPC_PREFIX <= sizeof(req->prefix), "the gRPC prefix fits a request's");
+        if ((rc = hs_grpc_prefix(req->prefix, len, false)) != 0)
+            goto out;
+        req->prefix_len = HS_GRPC_PREFIX;
+        req->body = p;
+        req->body_len = len;
         goto out;
     }
     if (e->json) {

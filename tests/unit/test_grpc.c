@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/errors.h"
 #include "core/compress.h"
 #include "core/grpc.h"
 
@@ -35,6 +36,25 @@ static void test_frame_roundtrip(void **state)
         hs_buf_free(&f);
         hs_buf_free(&out);
     }
+}
+
+/* The prefix a zero-copy sender puts in front of the message is the one hs_grpc_frame writes. */
+static void test_prefix_matches_frame(void **state)
+{
+    (void)state;
+    const uint8_t msg[300] = {1, 2, 3};
+    struct hs_buf f = {0};
+    uint8_t pre[HS_GRPC_PREFIX];
+    assert_int_equal(hs_grpc_frame(&f, msg, sizeof(msg), false), 0);
+    assert_int_equal(hs_grpc_prefix(pre, sizeof(msg), false), 0);
+    assert_int_equal(f.len, sizeof(pre) + sizeof(msg));
+    assert_memory_equal(f.data, pre, sizeof(pre));
+    assert_memory_equal(f.data + sizeof(pre), msg, sizeof(msg));
+    hs_buf_free(&f);
+    assert_int_equal(hs_grpc_prefix(pre, 0x01020304, true), 0);
+    const uint8_t want[] = {1, 1, 2, 3, 4};
+    assert_memory_equal(pre, want, sizeof(want));
+    assert_int_equal(hs_grpc_prefix(pre, (size_t)UINT32_MAX + 1, false), HS_E2BIG);
 }
 
 static int unframe(const uint8_t *b, size_t n, const char *enc, uint64_t max)
@@ -140,7 +160,8 @@ static void test_timeout_and_retry(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frame_roundtrip), cmocka_unit_test(test_unframe_errors),
+        cmocka_unit_test(test_frame_roundtrip), cmocka_unit_test(test_prefix_matches_frame),
+        cmocka_unit_test(test_unframe_errors),
         cmocka_unit_test(test_percent),         cmocka_unit_test(test_retry_info),
         cmocka_unit_test(test_timeout_and_retry),
     };

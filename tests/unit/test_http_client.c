@@ -1,6 +1,7 @@
 /* test_http_client.c: the curl-multi-on-libuv client against a loopback sink: a POST round trip
  * with headers and body, connection reuse, Retry-After in both forms, the response cap,
- * timeouts, refused connections, and close with requests in flight. */
+ * timeouts, refused connections, and close with requests in flight; h2c gRPC calls against our
+ * own server, one after another and at once, their prefix sent once before the body. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,9 +11,12 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "core/errors.h"
+#include "core/grpc.h"
 #include "core/http_client.h"
+#include "core/http_server.h"
 #include "http_sink.c"
 
 struct got {
@@ -287,6 +291,152 @@ static void test_close_from_done(void **state)
     assert_int_equal(fx->got[0].status, 200);
 }
 
+/* ---- h2c against our own server: gRPC's answers end with trailers ----------------------- */
+
+#define H2_CALLS 24
+#define H2_BODY (300u * 1024) /* several DATA frames and flow-control windows per stream */
+
+struct h2fx {
+    uv_loop_t loop;
+    struct hs_http_server *srv;
+    struct hs_http_client *client;
+    int port;
+    int handled, bad_body, done, ok, closed;
+    char peers[H2_CALLS][64]; /* one per connection the server saw */
+    int npeers;
+    bool trailers_only; /* answer an error in one HEADERS frame (Trailers-Only) */
+    char first_error[256];
+    uint8_t *body;
+};
+
+static void h2_handler(void *ud, struct hs_http_request *req)
+{
+    struct h2fx *f = ud;
+    f->handled++;
+    bool seen = false;
+    for (int i = 0; i < f->npeers; i++)
+        seen |= strcmp(f->peers[i], req->peer) == 0;
+    if (!seen && f->npeers < H2_CALLS)
+        snprintf(f->peers[f->npeers++], sizeof(f->peers[0]), "%s", req->peer);
+    /* the prefix exactly once, then the body as given */
+    uint8_t pre[HS_GRPC_PREFIX];
+    hs_grpc_prefix(pre, H2_BODY, false);
+    if (req->body_len != HS_GRPC_PREFIX + H2_BODY || memcmp(req->body, pre, sizeof(pre)) != 0 ||
+        memcmp(req->body + HS_GRPC_PREFIX, f->body, H2_BODY) != 0)
+        f->bad_body++;
+    if (f->trailers_only)
+        hs_grpc_respond(req, HS_GRPC_UNAVAILABLE, "busy", NULL, 0, false, 0);
+    else
+        hs_grpc_respond(req, HS_GRPC_OK, NULL, (const uint8_t *)"\x08\x01", 2, false, 0);
+}
+
+static void h2_done(void *ud, const struct hs_http_result *res)
+{
+    struct h2fx *f = ud;
+    f->done++;
+    int want = f->trailers_only ? HS_GRPC_UNAVAILABLE : HS_GRPC_OK;
+    if (res->status == 200 && res->grpc_status == want)
+        f->ok++;
+    else if (!f->first_error[0])
+        snprintf(f->first_error, sizeof(f->first_error), "status %d grpc-status %d: %s",
+                 res->status, res->grpc_status, res->error ? res->error : "");
+}
+
+static void h2_closed(void *ud)
+{
+    ((struct h2fx *)ud)->closed++;
+}
+
+static void h2_setup(struct h2fx *f)
+{
+    memset(f, 0, sizeof(*f));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    static const struct hs_http_server_config conf = {.endpoint = "127.0.0.1:0",
+                                                      .max_request_body_size = 1u << 20,
+                                                      .read_timeout_ms = 10000,
+                                                      .idle_timeout_ms = 10000,
+                                                      .max_concurrent_streams = 100};
+    struct hs_http_server_opts opts = {.config = &conf,
+                                       .name = "h2",
+                                       .handler = h2_handler,
+                                       .ud = f,
+                                       .versions = HS_HTTP_H2C_ONLY};
+    struct hs_error err = {0};
+    assert_int_equal(hs_http_server_start(&f->loop, &opts, &f->srv, &err), 0);
+    f->port = hs_http_server_port(f->srv);
+    f->client = hs_http_client_new_flags(&f->loop, HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE);
+    assert_non_null(f->client);
+    f->body = malloc(H2_BODY);
+    for (size_t i = 0; i < H2_BODY; i++)
+        f->body[i] = (uint8_t)(i * 7 + i / 251);
+}
+
+static void h2_post(struct h2fx *f)
+{
+    static const char *const hdrs[] = {"Content-Type: application/grpc", "TE: trailers"};
+    char url[128];
+    uint8_t pre[HS_GRPC_PREFIX];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/p.S/Export", f->port);
+    hs_grpc_prefix(pre, H2_BODY, false);
+    assert_int_equal(hs_http_client_post_prefixed(f->client, url, hdrs, 2, pre, sizeof(pre),
+                                                  f->body, H2_BODY, 10000, h2_done, f),
+                     0);
+}
+
+static void h2_teardown(struct h2fx *f)
+{
+    hs_http_client_close(f->client, h2_closed, f);
+    hs_http_server_close(f->srv, h2_closed, f);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(f->closed, 2);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    free(f->body);
+}
+
+/* calls one after another, then all at once; every one answered OK with its body intact */
+static void h2_calls(struct h2fx *f)
+{
+    for (int i = 0; i < H2_CALLS / 2; i++) {
+        h2_post(f);
+        while (f->done < i + 1)
+            uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    for (int i = 0; i < H2_CALLS / 2; i++)
+        h2_post(f);
+    while (f->done < H2_CALLS)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    if (f->first_error[0])
+        print_message("first failure: %s\n", f->first_error);
+    print_message("h2c: %d calls, %d ok, %d connections\n", f->done, f->ok, f->npeers);
+    assert_int_equal(f->ok, H2_CALLS);
+    assert_int_equal(f->handled, H2_CALLS);
+    assert_int_equal(f->bad_body, 0);
+    /* below libcurl 8.0.0 every call has its own connection (core/http_client.c says why) */
+    if (curl_version_info(CURLVERSION_NOW)->version_num < 0x080000)
+        assert_int_equal(f->npeers, H2_CALLS);
+    else
+        assert_true(f->npeers < H2_CALLS);
+}
+
+static void test_h2c_grpc_calls(void **state)
+{
+    (void)state;
+    static struct h2fx f;
+    h2_setup(&f);
+    h2_calls(&f);
+    h2_teardown(&f);
+}
+
+static void test_h2c_grpc_trailers_only(void **state)
+{
+    (void)state;
+    static struct h2fx f;
+    h2_setup(&f);
+    f.trailers_only = true;
+    h2_calls(&f);
+    h2_teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +449,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_from_done, setup, teardown),
+        cmocka_unit_test(test_h2c_grpc_calls),
+        cmocka_unit_test(test_h2c_grpc_trailers_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

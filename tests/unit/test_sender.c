@@ -4,7 +4,8 @@
  * headers, and shutdown draining what is held. With storage: items survive a shutdown and a
  * new sender (a restart) and are sent then, resuming after settled parts; shutdown waits for
  * the attempt out and no more; the bound counts what is on disk; a failing disk refuses and
- * recovers; a damaged record is dropped and counted. */
+ * recovers; a damaged record is dropped and counted. A request's prefix is sent once per
+ * attempt and stored joined to its body. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +37,7 @@ struct item {
     uint32_t parts, count;
     int fail_part;   /* encode fails for this part (-1: none) */
     uint32_t reject; /* on_success reports this many rejected */
+    bool prefixed;   /* "<P>" travels as the request's prefix, apart from the body */
 };
 
 struct fixture {
@@ -186,6 +188,10 @@ static int t_encode(void *ud, void *item, uint32_t part, struct hs_sender_reques
         rc = hs_buf_printf(&req->body_buf, "%d/%u", it->tag, part);
     req->body = req->body_buf.data;
     req->body_len = req->body_buf.len;
+    if (it->prefixed) {
+        memcpy(req->prefix, "<P>", 3);
+        req->prefix_len = 3;
+    }
     return rc;
 }
 
@@ -351,6 +357,23 @@ static void test_retry_after_honoured(void **state)
     assert_int_equal(sink_count(&fx->sink), 1);
     assert_int_equal(dropped(fx, "retry_exhausted"), 2);
     assert_int_equal(counter(fx, "exporter_retries_total"), 0);
+}
+
+/* A prefix goes out once in front of the body, at every attempt. */
+static void test_prefix_once_per_attempt(void **state)
+{
+    struct fixture *fx = *state;
+    make_sender(fx, "retry_on_failure: {initial_interval: 10ms}\n");
+    start(fx, true);
+    sink_push(&fx->sink, 503, NULL, NULL, 0);
+    struct item *it = item(fx, 1, 2);
+    it->prefixed = true;
+    assert_int_equal(submit(fx, it), 0);
+    run_until(fx, all_released);
+    assert_int_equal(sink_count(&fx->sink), 2);
+    assert_string_equal(body_of(fx, 0), "<P>0/0");
+    assert_string_equal(body_of(fx, 1), "<P>0/0"); /* the retry: not doubled, not lost */
+    assert_int_equal(sent(fx), 2);
 }
 
 static void test_permanent_error(void **state)
@@ -661,6 +684,28 @@ static void test_storage_shutdown_waits_for_flight(void **state)
     assert_int_equal(sent(fx), 2);
 }
 
+static bool sink_has_1(struct fixture *fx)
+{
+    return sink_count(&fx->sink) >= 1 && sent(fx) >= 1;
+}
+
+/* A prefixed request is stored framed (prefix and body as one body) and replayed so. */
+static void test_storage_replays_prefix(void **state)
+{
+    struct fixture *fx = *state;
+    make_stored(fx, ", num_consumers: 1", "initial_interval: 10s");
+    start(fx, false); /* nothing listens: it stays on disk */
+    struct item *it = item(fx, 1, 1);
+    it->prefixed = true;
+    assert_int_equal(submit(fx, it), 0);
+    sender_stop(fx);
+    make_stored(fx, ", num_consumers: 1", "initial_interval: 10ms");
+    start(fx, true);
+    run_until(fx, sink_has_1);
+    assert_int_equal(sink_count(&fx->sink), 1);
+    assert_string_equal(body_of(fx, 0), "<P>0/0");
+}
+
 /* queue_size counts what a restart finds on disk; a failing disk refuses, then recovers. */
 static void test_storage_bound_and_write_failure(void **state)
 {
@@ -721,6 +766,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_after_then_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_after_honoured, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prefix_once_per_attempt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_health_failing_then_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(test_health_since_first_failure, setup, teardown),
@@ -731,6 +777,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_storage_survives_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_resumes_after_settled_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_shutdown_waits_for_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storage_replays_prefix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_bound_and_write_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_damaged_record, setup, teardown),
     };
