@@ -353,8 +353,9 @@ void hs_cfg_format_duration(uint64_t ms, char *buf, size_t len)
         char f[8] = "";
         if (frac) {
             snprintf(f, sizeof(f), ".%03u", frac);
-            for (size_t i = strlen(f); f[i - 1] == '0'; i--)
-                f[i - 1] = '\0';
+            size_t i = strlen(f); /* ".250" -> ".25"; the dot is never a zero */
+            while (i > 1 && f[i - 1] == '0')
+                f[--i] = '\0';
         }
         snprintf(buf + HS_MIN(n, len), len - HS_MIN(n, len), "%llu%ss", s, f);
     }

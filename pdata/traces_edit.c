@@ -270,7 +270,7 @@ static int plan_resource_spans(struct plan *pl, const struct field *rs)
         if (want < offset_of(pl, f.val))
             return HS_EINVAL;
         if (want <= offset_of(pl, f.end)) {
-            uint32_t n;
+            uint32_t n = 0;
             rc = plan_scope_spans(pl, &f, &n);
             any_span |= n > 0;
         } else if (pl->keep_unlisted) {
