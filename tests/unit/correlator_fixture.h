@@ -1,7 +1,8 @@
 /* correlator_fixture.h: the correlator driven through its component type, for its unit tests:
  * capturing consumers for traces and profiles, a fake clock, setup from YAML (create, wire,
- * start) and an orderly shutdown and teardown. Include after cmocka.h and the correlator's
- * headers; defines CT, T0, S() and MS(). */
+ * start) and an orderly shutdown and teardown; profiles built by hand (mkprofile) and sent
+ * (send_profiles). Include after cmocka.h and the correlator's headers; defines CT, T0, S()
+ * and MS(). */
 #ifndef HS_TEST_CORRELATOR_FIXTURE_H
 #define HS_TEST_CORRELATOR_FIXTURE_H
 
@@ -128,6 +129,94 @@ static inline void teardown(struct fx *f)
     hs_metrics_free(f->m);
     hs_config_doc_free(&f->doc);
     hs_arena_free(build_arena);
+}
+
+/* ---- profiles by hand ------------------------------------------------------------------- */
+
+struct pstack {
+    const char *fns[8]; /* root first, NULL-terminated */
+    int64_t v;
+    const uint8_t *span; /* 8 bytes, or NULL */
+};
+
+static inline struct hs_profile *mkprofile(const char *service, int64_t from_s, int64_t until_s,
+                                    const struct pstack *st, size_t n)
+{
+    struct hs_profile *p = hs_profile_new();
+    struct hs_arena *a = p->arena;
+    assert_int_equal(hs_profile_set_label(p, "service_name", 12, service, strlen(service)), 0);
+    p->service = hs_profile_label(p, "service_name");
+    p->from_ns = (T0 + from_s) * INT64_C(1000000000);
+    p->until_ns = (T0 + until_s) * INT64_C(1000000000);
+    struct hs_profile_summary *s = &p->summary;
+    s->ntypes = 1;
+    s->types = hs_arena_alloc(a, sizeof(char *));
+    s->units = hs_arena_alloc(a, sizeof(char *));
+    s->type_ids = hs_arena_alloc(a, sizeof(char *));
+    s->types[0] = "cpu";
+    s->units[0] = "nanoseconds";
+    s->type_ids[0] = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+    s->main_type = 0;
+    s->funcs = hs_arena_alloc(a, 32 * sizeof(*s->funcs));
+    s->stacks = hs_arena_alloc(a, n * sizeof(*s->stacks));
+    s->spans = hs_arena_alloc(a, (n + 1) * sizeof(*s->spans));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *fids = hs_arena_alloc(a, 8 * sizeof(*fids));
+        uint32_t d = 0;
+        for (; st[i].fns[d]; d++) {
+            uint32_t f = 0;
+            while (f < s->nfuncs && strcmp(s->funcs[f].name, st[i].fns[d]) != 0)
+                f++;
+            if (f == s->nfuncs) {
+                s->funcs[f].name = st[i].fns[d];
+                s->funcs[f].file = "";
+                s->funcs[f].self = hs_arena_alloc(a, sizeof(int64_t));
+                s->funcs[f].total = hs_arena_alloc(a, sizeof(int64_t));
+                s->funcs[f].self[0] = s->funcs[f].total[0] = 0;
+                s->nfuncs++;
+            }
+            fids[d] = f;
+            bool seen = false;
+            for (uint32_t k = 0; k < d; k++)
+                seen = seen || fids[k] == f;
+            if (!seen)
+                s->funcs[f].total[0] += st[i].v;
+        }
+        s->funcs[fids[d - 1]].self[0] += st[i].v;
+        struct hs_profile_stack *ps = &s->stacks[s->nstacks++];
+        ps->funcs = fids;
+        ps->depth = d;
+        ps->values = hs_arena_alloc(a, sizeof(int64_t));
+        ps->values[0] = st[i].v;
+        ps->span = HS_PROFILE_NO_SPAN;
+        if (st[i].span) {
+            uint32_t k = 0;
+            while (k < s->nspans && memcmp(s->spans[k].id, st[i].span, 8) != 0)
+                k++;
+            if (k == s->nspans) {
+                memcpy(s->spans[k].id, st[i].span, 8);
+                s->spans[k].values = hs_arena_alloc(a, sizeof(int64_t));
+                s->spans[k].values[0] = 0;
+                s->nspans++;
+            }
+            s->spans[k].values[0] += st[i].v;
+            ps->span = k;
+        }
+    }
+    return p;
+}
+
+static inline int send_profiles(struct fx *f, const char *tenant, struct hs_profile *p)
+{
+    struct hs_profiles *b = hs_profiles_new(tenant);
+    assert_int_equal(hs_profiles_add(b, p), 0);
+    int before = f->profiles.np;
+    int rc = CT.consume_profiles(f->c, b);
+    if (rc == 0) { /* passed on at once, the very same batch */
+        assert_int_equal(f->profiles.np, before + 1);
+        assert_ptr_equal(f->profiles.p[before], b);
+    }
+    return rc;
 }
 
 #endif
