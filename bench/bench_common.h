@@ -104,4 +104,41 @@ static inline int hs_bench_cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Appends every latency of `from` (one connection's) to `to` (the run's); on a failed growth
+ * `to` keeps what it had. */
+static inline void hs_bench_lat_extend(struct hs_bench_lat *to, const struct hs_bench_lat *from)
+{
+    if (to->n + from->n > to->cap) {
+        size_t cap = to->n + from->n;
+        double *p = realloc(to->v, (cap ? cap : 1) * sizeof(*p));
+        if (!p)
+            return;
+        to->v = p;
+        to->cap = cap;
+    }
+    if (from->n)
+        memcpy(to->v + to->n, from->v, from->n * sizeof(*from->v));
+    to->n += from->n;
+}
+
+static inline void hs_bench_lat_sort(struct hs_bench_lat *l)
+{
+    if (l->n)
+        qsort(l->v, l->n, sizeof(*l->v), hs_bench_cmp_double);
+}
+
+/* The q-quantile of sorted latencies, in milliseconds (0 without latencies). */
+static inline double hs_bench_lat_ms(const struct hs_bench_lat *l, double q)
+{
+    return l->n ? l->v[(size_t)((double)(l->n - 1) * q)] * 1e3 : 0.0;
+}
+
+/* How long a run lasted: to its last answer, and a timed run at least its duration (--rate
+ * may end the answers before the deadline). */
+static inline double hs_bench_elapsed(const struct hs_bench_pace *p, double last)
+{
+    double to_last = last - p->t0;
+    return p->max_requests || to_last > p->deadline - p->t0 ? to_last : p->deadline - p->t0;
+}
+
 #endif

@@ -226,28 +226,18 @@ static void report(const struct load *l, struct conn *cs, int k, const char *tar
 {
     struct conn t = {0};
     double last = l->pace.t0;
-    size_t nlat = 0;
+    struct hs_bench_lat lat = {0};
     for (int i = 0; i < k; i++) {
         t.ok += cs[i].ok, t.errors += cs[i].errors, t.reconnects += cs[i].reconnects;
         t.bytes_sent += cs[i].bytes_sent;
         t.s429 += cs[i].s429, t.s503 += cs[i].s503, t.s400 += cs[i].s400, t.s413 += cs[i].s413;
         for (int s = 1; s < 6; s++)
             t.status[s] += cs[i].status[s];
-        nlat += cs[i].lat.n;
+        hs_bench_lat_extend(&lat, &cs[i].lat);
         last = HS_MAX(last, cs[i].last_done);
     }
-    double *lat = malloc((nlat ? nlat : 1) * sizeof(*lat));
-    size_t n = 0;
-    for (int i = 0; i < k && lat; i++)
-        for (size_t j = 0; j < cs[i].lat.n; j++)
-            lat[n++] = cs[i].lat.v[j];
-    if (lat)
-        qsort(lat, n, sizeof(*lat), hs_bench_cmp_double);
-#define PCT(q) (n ? lat[(size_t)((double)(n - 1) * (q))] * 1e3 : 0.0)
-    /* A timed run lasts its duration even when the last answer came earlier (--rate). */
-    const struct hs_bench_pace *pace = &l->pace;
-    double elapsed = pace->max_requests ? last - pace->t0
-                                        : HS_MAX(last - pace->t0, pace->deadline - pace->t0);
+    hs_bench_lat_sort(&lat);
+    double elapsed = hs_bench_elapsed(&l->pace, last);
     uint64_t answered = t.status[1] + t.status[2] + t.status[3] + t.status[4] + t.status[5];
     uint64_t other = answered - t.ok - t.s429 - t.s503 - t.s400 - t.s413;
     char rate_s[32] = "unlimited";
@@ -262,10 +252,10 @@ static void report(const struct load *l, struct conn *cs, int k, const char *tar
            (unsigned long long)t.s413, (unsigned long long)other, (unsigned long long)t.errors,
            (unsigned long long)t.reconnects, (unsigned long long)(t.ok * l->spans_per_req),
            elapsed > 0 ? (double)(t.ok * l->spans_per_req) / elapsed : 0,
-           elapsed > 0 ? (double)t.bytes_sent / elapsed / 1e6 : 0, PCT(0.5), PCT(0.99), PCT(1.0),
+           elapsed > 0 ? (double)t.bytes_sent / elapsed / 1e6 : 0, hs_bench_lat_ms(&lat, 0.5),
+           hs_bench_lat_ms(&lat, 0.99), hs_bench_lat_ms(&lat, 1.0),
            elapsed > 0 ? cpu_s / elapsed * 100 : 0);
-#undef PCT
-    free(lat);
+    free(lat.v);
 }
 
 /* The whole of a payload file, into p->data/len (malloc'd). */

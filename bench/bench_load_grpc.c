@@ -378,27 +378,18 @@ static bool report(const struct load *l, struct gconn *cs, int k, double rate, d
 {
     struct gconn t = {0};
     double last = l->pace.t0;
-    size_t nlat = 0;
+    struct hs_bench_lat lat = {0};
     for (int i = 0; i < k; i++) {
         t.ok += cs[i].ok, t.exhausted += cs[i].exhausted, t.unavailable += cs[i].unavailable;
         t.other += cs[i].other, t.failed += cs[i].failed, t.errors += cs[i].errors;
         t.retries += cs[i].retries;
         t.abandoned += cs[i].abandoned, t.reconnects += cs[i].reconnects;
         t.answered += cs[i].answered, t.bytes_sent += cs[i].bytes_sent;
-        nlat += cs[i].lat.n;
+        hs_bench_lat_extend(&lat, &cs[i].lat);
         last = HS_MAX(last, cs[i].last_done);
     }
-    double *lat = malloc((nlat ? nlat : 1) * sizeof(*lat));
-    size_t n = 0;
-    for (int i = 0; i < k && lat; i++)
-        for (size_t j = 0; j < cs[i].lat.n; j++)
-            lat[n++] = cs[i].lat.v[j];
-    if (lat)
-        qsort(lat, n, sizeof(*lat), hs_bench_cmp_double);
-#define PCT(q) (n ? lat[(size_t)((double)(n - 1) * (q))] * 1e3 : 0.0)
-    const struct hs_bench_pace *pace = &l->pace;
-    double elapsed = pace->max_requests ? last - pace->t0
-                                        : HS_MAX(last - pace->t0, pace->deadline - pace->t0);
+    hs_bench_lat_sort(&lat);
+    double elapsed = hs_bench_elapsed(&l->pace, last);
     char rate_s[32] = "unlimited";
     if (rate > 0)
         snprintf(rate_s, sizeof(rate_s), "%.0f", rate);
@@ -414,10 +405,10 @@ static bool report(const struct load *l, struct gconn *cs, int k, double rate, d
            (unsigned long long)t.retries, (unsigned long long)t.abandoned,
            (unsigned long long)t.reconnects, (unsigned long long)(t.ok * l->spans_per_req),
            elapsed > 0 ? (double)(t.ok * l->spans_per_req) / elapsed : 0,
-           elapsed > 0 ? (double)t.bytes_sent / elapsed / 1e6 : 0, PCT(0.5), PCT(0.99), PCT(1.0),
+           elapsed > 0 ? (double)t.bytes_sent / elapsed / 1e6 : 0, hs_bench_lat_ms(&lat, 0.5),
+           hs_bench_lat_ms(&lat, 0.99), hs_bench_lat_ms(&lat, 1.0),
            elapsed > 0 ? cpu_s / elapsed * 100 : 0);
-#undef PCT
-    free(lat);
+    free(lat.v);
     return t.ok > 0 && !t.failed && !t.errors && !t.abandoned;
 }
 

@@ -54,12 +54,6 @@ static void summarize_once(const struct hs_pprof_payload *pl, uint32_t shape[3])
     hs_profile_free(p);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static long peak_rss_kib(void)
 {
     struct rusage ru;
@@ -91,8 +85,8 @@ static void bench_shape(const char *label, const struct hs_pprof_payload_opts *o
         rate[r] = (double)n / wall;
         cpu_per[r] = (c1 - c0) / (double)n;
     }
-    qsort(rate, (size_t)runs, sizeof(double), cmp_double);
-    qsort(cpu_per, (size_t)runs, sizeof(double), cmp_double);
+    qsort(rate, (size_t)runs, sizeof(double), hs_bench_cmp_double);
+    qsort(cpu_per, (size_t)runs, sizeof(double), hs_bench_cmp_double);
     double pps = rate[runs / 2];
     printf("  %.0f profiles/s, %.1f MiB/s gzipped (%.1f MiB/s raw), %.3f ms CPU per profile, "
            "peak RSS %.1f MiB (median of %d)\n",

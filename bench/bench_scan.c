@@ -82,12 +82,6 @@ static double one_run(struct ctx *c, int (*fn)(struct ctx *), double seconds)
     return (t - t0) * 1e9 / ((double)n * c->p->spans);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     double seconds = 0.5;
@@ -138,7 +132,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench_scan: %s failed\n", phases[i].name);
                 return 1;
             }
-        qsort(r, (size_t)runs, sizeof(r[0]), cmp_double);
+        qsort(r, (size_t)runs, sizeof(r[0]), hs_bench_cmp_double);
         med[i] = r[runs / 2];
         printf("%s: ns_per_span=%.1f cpu_s_per_1M_spans=%.3f (median of %d, min %.1f max %.1f)\n",
                phases[i].name, med[i], med[i] / 1e3, runs, r[0], r[runs - 1]);
