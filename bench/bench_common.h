@@ -4,12 +4,14 @@
 #define HS_BENCH_COMMON_H
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 static inline double hs_bench_clock(clockid_t id)
@@ -67,6 +69,24 @@ struct hs_bench_pace {
 };
 
 /* Takes the next request's ticket; false when the run is over. *due is when to send it. */
+/* "host:port" to the first address it resolves to; host gets the host part. 0 or -1. */
+static inline int hs_bench_resolve(const char *target, struct sockaddr_storage *addr,
+                                   socklen_t *addr_len, char *host, size_t host_cap)
+{
+    const char *colon = strrchr(target, ':');
+    if (!colon || (size_t)(colon - target) >= host_cap)
+        return -1;
+    memcpy(host, target, (size_t)(colon - target));
+    host[colon - target] = '\0';
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+        return -1;
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *addr_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
 static inline bool hs_bench_next_ticket(struct hs_bench_pace *p, double *due)
 {
     uint64_t n = atomic_fetch_add(&p->ticket, 1);

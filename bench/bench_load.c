@@ -205,22 +205,6 @@ static void *conn_run(void *arg)
     return NULL;
 }
 
-static int resolve(const char *target, struct load *l, char *host, size_t host_cap)
-{
-    const char *colon = strrchr(target, ':');
-    if (!colon || (size_t)(colon - target) >= host_cap)
-        return -1;
-    memcpy(host, target, (size_t)(colon - target));
-    host[colon - target] = '\0';
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
-    if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
-        return -1;
-    memcpy(&l->addr, res->ai_addr, res->ai_addrlen);
-    l->addr_len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
 static void report(const struct load *l, struct conn *cs, int k, const char *target, double rate,
                    double cpu_s)
 {
@@ -327,7 +311,7 @@ int main(int argc, char **argv)
 
     static struct load l;
     char host[256];
-    if (resolve(target, &l, host, sizeof(host)) != 0) {
+    if (hs_bench_resolve(target, &l.addr, &l.addr_len, host, sizeof(host)) != 0) {
         fprintf(stderr, "bench_load: cannot resolve %s (want HOST:PORT)\n", target);
         return 2;
     }

@@ -356,23 +356,6 @@ static void *conn_run(void *arg)
     return NULL;
 }
 
-static int resolve(const char *target, struct load *l)
-{
-    const char *colon = strrchr(target, ':');
-    char host[256];
-    if (!colon || (size_t)(colon - target) >= sizeof(host))
-        return -1;
-    memcpy(host, target, (size_t)(colon - target));
-    host[colon - target] = '\0';
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
-    if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
-        return -1;
-    memcpy(&l->addr, res->ai_addr, res->ai_addrlen);
-    l->addr_len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
 /* Prints the totals; returns true when every call was accepted in the end. */
 static bool report(const struct load *l, struct gconn *cs, int k, double rate, double cpu_s)
 {
@@ -466,7 +449,8 @@ int main(int argc, char **argv)
                      .spans = HS_BENCH_SPANS_DEFAULT};
     parse_args(argc, argv, &o);
     static struct load l;
-    if (resolve(o.target, &l) != 0) {
+    char host[256];
+    if (hs_bench_resolve(o.target, &l.addr, &l.addr_len, host, sizeof(host)) != 0) {
         fprintf(stderr, "bench_load_grpc: cannot resolve %s (want HOST:PORT)\n", o.target);
         return 2;
     }
