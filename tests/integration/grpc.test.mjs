@@ -13,6 +13,7 @@ import { fetchMetrics } from './lib/metrics.mjs';
 import { makeSpans } from './lib/sdk.mjs';
 import { request } from './lib/http.mjs';
 import * as otlp from './lib/otlp.mjs';
+import { waitFor } from './lib/wait.mjs';
 
 const EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 const raw = { serialize: (b) => b, deserialize: (b) => b };
@@ -40,14 +41,6 @@ async function startGrpcSink() {
     spans: (pred = () => true) => requests.filter((r) => pred(r.metadata)).flatMap((r) => r.spans),
     stop: () => new Promise((res) => server.tryShutdown(() => res())),
   };
-}
-
-async function waitFor(cond, ms, what) {
-  const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what()}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 function exportGrpc(spans, { url, compression = 'none', headers = {} }) {

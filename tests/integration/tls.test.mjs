@@ -24,17 +24,10 @@ import { encodeProfile } from './lib/pprof.mjs';
 import { PUSH_PATH, decodePushRequest } from './lib/pyroscope_sink.mjs';
 import { makeCerts } from './lib/tls.mjs';
 import * as otlp from './lib/otlp.mjs';
+import { waitFor } from './lib/wait.mjs';
 
 const EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 const raw = { serialize: (b) => b, deserialize: (b) => b };
-
-async function waitFor(cond, ms, what) {
-  const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out: ${what()}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** An https backend that requires a client certificate from our CA: OTLP/HTTP and Push. */
 async function startHttpsSink(c) {
@@ -408,7 +401,12 @@ service:
       () => `https ${https_()} grpc ${grpc_()} of ${viaHotspan}`);
     assert.equal(https_(), viaHotspan);
     assert.equal(grpc_(), viaHotspan);
-    const m = await fetchMetrics(metricsPort);
+    // the sink has the spans before hotspan has read its answer and counted them
+    const sent = (m, e) => m[`hotspan_exporter_sent_spans_total{exporter="${e}"}`] ?? 0;
+    const m = await waitFor(async () => {
+      const mm = await fetchMetrics(metricsPort);
+      return sent(mm, 'otlp/https') >= viaHotspan && sent(mm, 'otlp/togrpc') >= viaHotspan && mm;
+    }, 10000, () => `sent counters below ${viaHotspan}`);
     assert.equal(m['hotspan_exporter_sent_spans_total{exporter="otlp/https"}'], viaHotspan);
     assert.equal(m['hotspan_exporter_sent_spans_total{exporter="otlp/togrpc"}'], viaHotspan);
   });

@@ -20,6 +20,7 @@ import { startPyroscopeSink, postIngest } from './lib/pyroscope_sink.mjs';
 import { encodeProfile } from './lib/pprof.mjs';
 import { encodeRequest, defaultResource, makeSpan, hexId } from './lib/otlp.mjs';
 import { postProto, request } from './lib/http.mjs';
+import { waitFor } from './lib/wait.mjs';
 
 const CHROMIUM = process.env.HOTSPAN_CHROMIUM || '/usr/bin/chromium';
 const XSS_SPAN = '<script>window.__xss=1</script>"quoted" \'single\'';
@@ -28,16 +29,6 @@ const FIND = 'UserRepository.findByEmail';
 const LOADP = 'UserRepository.loadPreferences';
 
 const ns = (ms) => BigInt(Math.round(ms)) * 1000000n;
-
-async function waitFor(what, fn, timeoutMs = 15000) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('/ui in headless chromium', () => {
   let hs;
@@ -254,9 +245,9 @@ describe('/ui while `hotspan demo` runs', () => {
     proc = spawn(HOTSPAN_BIN, ['demo', '-c', cfg.file, '--seed', '7'], { stdio: ['ignore', 'pipe', 'pipe'] });
     proc.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
     proc.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
-    const line = await waitFor('an enriched user-db findByEmail line on stdout',
+    const line = await waitFor(
       () => stdout.split('\n').find((l) => /^user-db {2}UserRepository\.findByEmail {2}\d+ ms — .*N\+1: \d+ queries/.test(l)),
-      45000).catch((e) => { throw new Error(`${e.message}\nstdout:\n${stdout}\nstderr:\n${stderr.slice(-3000)}`); });
+      45000, () => 'an enriched user-db findByEmail line on stdout', 100).catch((e) => { throw new Error(`${e.message}\nstdout:\n${stdout}\nstderr:\n${stderr.slice(-3000)}`); });
     const trace = /trace=([0-9a-f]{32})/.exec(line)[1];
 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
