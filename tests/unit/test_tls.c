@@ -665,6 +665,102 @@ static void test_client_tls(void **state)
     assert_int_equal(lf.status, 200);
 }
 
+/* gRPC calls over TLS share connections: h2 comes from ALPN, so the h2c upgrade path that breaks
+ * reuse below libcurl 8.0.0 (core/http_client.c, h2_reuse_broken) is never taken. */
+#define REUSE_CALLS 16
+
+struct reuse_fix {
+    uv_loop_t loop;
+    struct hs_http_server *srv;
+    struct hs_http_client *client;
+    char peers[REUSE_CALLS][64];
+    int npeers, handled, done, ok;
+    char first_error[256];
+};
+
+static void reuse_handler(void *ud, struct hs_http_request *req)
+{
+    struct reuse_fix *f = ud;
+    f->handled++;
+    bool seen = false;
+    for (int i = 0; i < f->npeers; i++)
+        seen |= strcmp(f->peers[i], req->peer) == 0;
+    if (!seen && f->npeers < REUSE_CALLS)
+        snprintf(f->peers[f->npeers++], sizeof(f->peers[0]), "%s", req->peer);
+    hs_http_respond(req, 200, "text/plain", NULL, 0, "ok", 2);
+}
+
+static void reuse_done(void *ud, const struct hs_http_result *res)
+{
+    struct reuse_fix *f = ud;
+    f->done++;
+    if (res->status == 200)
+        f->ok++;
+    else if (!f->first_error[0])
+        snprintf(f->first_error, sizeof(f->first_error), "status %d: %s", res->status,
+                 res->error ? res->error : "");
+}
+
+static void reuse_post(struct reuse_fix *f, const char *url)
+{
+    static const char *const hdrs[] = {"Content-Type: application/grpc", "TE: trailers"};
+    static const uint8_t body[] = {0, 0, 0, 0, 3, 'a', 'b', 'c'};
+    assert_int_equal(hs_http_client_post(f->client, url, hdrs, 2, body, sizeof(body), 10000,
+                                         reuse_done, f),
+                     0);
+}
+
+static void test_client_tls_grpc_reuse(void **state)
+{
+    (void)state;
+    static struct reuse_fix f;
+    memset(&f, 0, sizeof(f));
+    uv_loop_init(&f.loop);
+    struct hs_http_server_config conf = {0};
+    assert_int_equal(hs_config_decode(hs_http_server_fields_common, NULL, &conf, "t", NULL), 0);
+    hs_config_free_fields(hs_tls_server_fields, &conf.tls);
+    conf.endpoint = "127.0.0.1:0";
+    conf.tls_enabled = true;
+    conf.tls = (struct hs_tls_server_config){.cert_file = (char *)path_of("srv.pem"),
+                                             .key_file = (char *)path_of("srv.key"),
+                                             .min_version = "1.2"};
+    const struct hs_http_server_opts opts = {.config = &conf,
+                                             .name = "tls-reuse-test",
+                                             .handler = reuse_handler,
+                                             .ud = &f,
+                                             .versions = HS_HTTP_H2C_ONLY};
+    struct hs_error err = {0};
+    assert_int_equal(hs_http_server_start(&f.loop, &opts, &f.srv, &err), 0);
+    struct hs_tls_client *tc = NULL;
+    struct hs_tls_client_config cf = {.ca_file = (char *)path_of("ca.pem")};
+    assert_int_equal(hs_tls_client_new(&cf, NULL, "exporters.t", &tc, &err), 0);
+    f.client = hs_http_client_new_tls(&f.loop, HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE, tc);
+    char url[96];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/p.S/Export", hs_http_server_port(f.srv));
+    for (int i = 0; i < REUSE_CALLS / 2; i++) { /* one after another */
+        reuse_post(&f, url);
+        while (f.done < i + 1)
+            uv_run(&f.loop, UV_RUN_ONCE);
+    }
+    for (int i = 0; i < REUSE_CALLS / 2; i++) /* then all at once */
+        reuse_post(&f, url);
+    while (f.done < REUSE_CALLS)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    if (f.first_error[0])
+        print_message("  first failure: %s\n", f.first_error);
+    print_message("  gRPC over TLS: %d calls, %d ok, %d connections\n", f.done, f.ok, f.npeers);
+    assert_int_equal(f.ok, REUSE_CALLS);
+    assert_int_equal(f.handled, REUSE_CALLS);
+    /* the sequential half needs one connection; the concurrent half may open a few while the
+     * first handshake is under way, but far from one per call */
+    assert_true(f.npeers <= REUSE_CALLS / 4);
+    hs_http_client_close(f.client, NULL, NULL);
+    hs_http_server_close(f.srv, lf_server_closed, NULL);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f.loop), 0);
+    hs_tls_client_free(tc);
+}
+
 /* SIGHUP for a client: new PEM bytes (which new connections get), or the old ones kept. */
 static void test_client_reload(void **state)
 {
@@ -710,6 +806,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_handshake_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
         cmocka_unit_test(test_client_tls),
+        cmocka_unit_test(test_client_tls_grpc_reuse),
         cmocka_unit_test(test_client_reload),
     };
     int rc = cmocka_run_group_tests(tests, make_certs, remove_certs);
