@@ -234,6 +234,9 @@ int hs_admin_start(uv_loop_t *loop, const char *endpoint, const struct hs_tls_se
 
 int hs_admin_route(struct hs_admin *a, const char *prefix, hs_http_handler handler, void *ud)
 {
+    for (size_t i = 0; i < a->nroutes; i++)
+        if (strcmp(a->routes[i].prefix, prefix) == 0)
+            return HS_EEXIST;
     if (a->nroutes == HS_ADMIN_MAX_ROUTES)
         return HS_E2BIG;
     a->routes[a->nroutes++] = (struct admin_route){hs_xstrdup(prefix), handler, ud};

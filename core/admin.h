@@ -24,8 +24,9 @@ void hs_admin_set_ready(struct hs_admin *a, bool ready);
 void hs_admin_set_failure_threshold(struct hs_admin *a, uint64_t threshold_ms);
 /* More pages on the admin endpoint (the correlator's /ui): a GET or HEAD whose path is `prefix`
  * or starts with `prefix/` goes to handler(ud, req), which answers it as any HTTP handler does.
- * At most HS_ADMIN_MAX_ROUTES; returns 0, or HS_E2BIG. A component routes in start and must
- * unroute in shutdown (the admin endpoint outlives every component). */
+ * At most HS_ADMIN_MAX_ROUTES; returns 0, HS_EEXIST when another has the prefix, or HS_E2BIG.
+ * A component routes in start and must unroute in shutdown (the admin endpoint outlives every
+ * component). */
 #define HS_ADMIN_MAX_ROUTES 8
 int hs_admin_route(struct hs_admin *a, const char *prefix, hs_http_handler handler, void *ud);
 /* Removes every route of ud. */

@@ -13,6 +13,7 @@
     X(ENOMEM, -ENOMEM, "out of memory")                                                            \
     X(E2BIG, -E2BIG, "too large")                                                                  \
     X(ENOENT, -ENOENT, "not found")                                                                \
+    X(EEXIST, -EEXIST, "already exists")                                                           \
     X(EIO, -EIO, "input/output error")                                                             \
     X(ECANCELED, -ECANCELED, "cancelled")                                                          \
     X(EUNSUPPORTED, -4000, "unsupported")

@@ -751,6 +751,18 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
                      gauge_parked, c);
     hs_metrics_gauge(m, "correlator_index_bytes", "Memory of the correlator's indexes", L(""),
                      gauge_bytes, c);
+    if (c->ui.cap && host->admin) {
+        int rc = hs_admin_route(host->admin, "/ui", corr_ui_handle, c);
+        if (rc == 0)
+            c->admin = host->admin;
+        else if (rc == HS_EEXIST) /* one page per admin endpoint: the first correlator's */
+            hs_log_warn(base->id, "/ui is served by another correlator: this one's slow spans "
+                                  "are not listed there (set ui.enabled: false on all but one)");
+        else
+            hs_log_warn(base->id, "no room for /ui on the admin endpoint: the page is off");
+        if (rc != 0) /* no page to show it on: keep no ring */
+            corr_ui_free(&c->ui);
+    }
     if (c->ui.cap) {
         hs_metrics_gauge(m, "correlator_ui_bytes", "Memory of the recent slow spans kept for /ui",
                          L(""), gauge_ui_bytes, c);
@@ -759,12 +771,6 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
                                        L(""));
     }
 #undef L
-    if (c->ui.cap && host->admin) {
-        if (hs_admin_route(host->admin, "/ui", corr_ui_handle, c) == 0)
-            c->admin = host->admin;
-        else
-            hs_log_warn(base->id, "no room for /ui on the admin endpoint: the page is off");
-    }
     uv_timer_init(host->loop, &c->timer);
     uv_unref((uv_handle_t *)&c->timer);
     c->timer.data = c;

@@ -21,6 +21,7 @@ import { encodeProfile } from './lib/pprof.mjs';
 import { encodeRequest, defaultResource, makeSpan, hexId } from './lib/otlp.mjs';
 import { postProto, request } from './lib/http.mjs';
 import { waitFor } from './lib/wait.mjs';
+import { fetchMetrics } from './lib/metrics.mjs';
 
 const CHROMIUM = process.env.HOTSPAN_CHROMIUM || '/usr/bin/chromium';
 const XSS_SPAN = '<script>window.__xss=1</script>"quoted" \'single\'';
@@ -283,5 +284,42 @@ describe('/ui while `hotspan demo` runs', () => {
     assert.equal(code, 0, stderr.slice(-3000));
     const san = sanitizerReport(stderr);
     assert.equal(san, null, san || '');
+  });
+});
+
+describe('/ui with two correlators', () => {
+  it('the first to start serves /ui; the other says so and keeps no ring', async () => {
+    const hs = await startHotspan(`receivers:
+  otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}
+  otlp/b: {protocols: {http: {endpoint: 127.0.0.1:0}}}
+  pyroscope: {endpoint: 127.0.0.1:0}
+processors:
+  correlator: {slow: {threshold: 300ms}}
+  correlator/b: {slow: {threshold: 300ms}}
+exporters:
+  debug: {verbosity: basic}
+service:
+  telemetry:
+    admin: 127.0.0.1:0
+  pipelines:
+    traces: {receivers: [otlp], processors: [correlator], exporters: [debug]}
+    traces/b: {receivers: [otlp/b], processors: [correlator/b], exporters: [debug]}
+    profiles: {receivers: [pyroscope], processors: [correlator, correlator/b], exporters: [debug]}
+`, { waitFor: ['otlp', 'otlp/b', 'pyroscope', 'admin'] });
+    try {
+      const warn = await hs.waitForLog(/level=warn .*\/ui is served by another correlator/);
+      const r = await request({ port: hs.ports.admin, method: 'GET', path: '/ui' });
+      assert.equal(r.status, 200);
+      const warned = hs.logs.filter((l) => /\/ui is served by another correlator/.test(l));
+      assert.equal(warned.length, 1, warned.join('\n'));
+      const other = /component=(correlator(?:\/b)?) /.exec(warn)[1];
+      const m = await fetchMetrics(hs.ports.admin);
+      const ui = Object.keys(m).filter((k) => k.startsWith('hotspan_correlator_ui_bytes{'));
+      assert.equal(ui.length, 1, `one ring, the served one: ${ui}`);
+      assert.ok(!ui[0].includes(`processor="${other}"`), `${other} warned but kept its ring`);
+    } finally {
+      const res = await hs.stop();
+      assert.equal(res.code, 0);
+    }
   });
 });
