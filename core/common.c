@@ -17,6 +17,14 @@ bool hs_str_ieq(struct hs_str a, const char *lit)
     return true;
 }
 
+bool hs_str_ends_with_name(struct hs_str full, struct hs_str name)
+{
+    if (name.len == 0 || name.len > full.len ||
+        memcmp(full.ptr + full.len - name.len, name.ptr, name.len) != 0)
+        return false;
+    return name.len == full.len || strchr(".:/$", full.ptr[full.len - name.len - 1]);
+}
+
 uint64_t hs_now_ms(void)
 {
     struct timespec ts;

@@ -28,6 +28,10 @@ static inline bool hs_str_eq(struct hs_str a, const char *lit)
 
 bool hs_str_ieq(struct hs_str a, const char *lit); /* ASCII case-insensitive */
 
+/* Is `name` the end of the qualified name `full`: equal, or after a '.', ':', '/' or '$'
+ * ("findByEmail" of "UserRepository.findByEmail")? How span and function names meet. */
+bool hs_str_ends_with_name(struct hs_str full, struct hs_str name);
+
 /* The value of a hex digit (either case), or -1. */
 static inline int hs_hexval(int c)
 {

@@ -225,16 +225,6 @@ static struct hs_str short_name(const char *s, size_t n)
     return (struct hs_str){s + start, end - start};
 }
 
-/* Is `name` the end of `full`: equal, or after a '.', ':', '/' or '$' ("findByEmail" of
- * "UserRepository.findByEmail")? */
-static bool ends_with_name(struct hs_str full, struct hs_str name)
-{
-    if (name.len == 0 || name.len > full.len ||
-        memcmp(full.ptr + full.len - name.len, name.ptr, name.len) != 0)
-        return false;
-    return name.len == full.len || strchr(".:/$", full.ptr[full.len - name.len - 1]);
-}
-
 /* profile.top_functions' entries, "<function> <share>%", split. */
 static void top_entry(const char *e, struct hs_str *fn, struct hs_str *pct)
 {
@@ -247,7 +237,8 @@ static void top_entry(const char *e, struct hs_str *fn, struct hs_str *pct)
  * named "findByEmail")? */
 static bool is_own(struct hs_str frame, struct hs_str name)
 {
-    return ends_with_name(frame, name) || ends_with_name(name, short_name(frame.ptr, frame.len));
+    return hs_str_ends_with_name(frame, name) ||
+           hs_str_ends_with_name(name, short_name(frame.ptr, frame.len));
 }
 
 /* "65% findByEmail > loadPreferences": the heaviest function of profile.top_functions other

@@ -51,19 +51,15 @@ static const struct corr_spanagg *bucket_span(const struct corr_bucket *b, struc
     return NULL;
 }
 
-/* "findByEmail" and "UserRepository.findByEmail" both name the display name
- * "UserRepository.findByEmail": equal, or its end after a '.', ':', '/' or '$'. */
+/* Is the function (by display name) the span's own? Either name may be the qualified one:
+ * spans "findByEmail" and "UserRepository.findByEmail" both name the function
+ * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
+ * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
+ * give the bare method. */
 static bool name_matches(const char *disp, struct hs_str span_name)
 {
-    size_t n = strlen(disp);
-    if (span_name.len == 0 || span_name.len > n)
-        return false;
-    if (memcmp(disp + n - span_name.len, span_name.ptr, span_name.len) != 0)
-        return false;
-    if (n == span_name.len)
-        return true;
-    char before = disp[n - span_name.len - 1];
-    return before == '.' || before == ':' || before == '/' || before == '$';
+    struct hs_str fn = {disp, strlen(disp)};
+    return hs_str_ends_with_name(fn, span_name) || hs_str_ends_with_name(span_name, fn);
 }
 
 /* The window's buckets and its per-function totals (into the index scratch, by fid). */

@@ -272,6 +272,42 @@ static void test_parked_until_profile_window_and_subtree(void **state)
     teardown(&f);
 }
 
+/* Node's profiler names a method bare ("./repo.js:findByEmail:12" reads "findByEmail") while
+ * the span says "UserRepository.findByEmail": the span still finds its function, so the
+ * annotation is the findByEmail subtree, not the service's whole window (where the handler and
+ * an idle loop outweigh it). */
+static void test_subtree_for_qualified_span_and_bare_function(void **state)
+{
+    (void)state;
+    struct fx f;
+    setup(&f, "{}");
+    const struct pstack st[] = {
+        {{"./main.js:main:1", "./main.js:handle:9", "./repo.js:findByEmail:12",
+          "./repo.js:loadPreferences:30", "./pg.js:query:77"}, 40, NULL},
+        {{"./main.js:main:1", "./main.js:handle:9", "./repo.js:findByEmail:12",
+          "./repo.js:loadPreferences:30"}, 20, NULL},
+        {{"./main.js:main:1", "./main.js:handle:9", "./repo.js:findByEmail:12"}, 10, NULL},
+        {{"./main.js:main:1", "./main.js:handle:9", "./main.js:render:50"}, 60, NULL},
+        {{"./main.js:main:1", "./main.js:idle:3"}, 70, NULL},
+    };
+    assert_int_equal(send_profiles(&f, NULL, mkprofile("user-db", 0, 10, st, HS_ARRAY_SIZE(st))),
+                     0);
+    Span *sp = mkspan("UserRepository.findByEmail", 1, S(2), MS(700));
+    Span *other = mkspan("OtherRepository.loadPreferencesLater", 2, S(2), MS(700));
+    assert_int_equal(
+        CT.consume_traces(f.c, traces_of("user-db", NULL, 2, (Span **)list(2, sp, other))), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    Span *o = out_span(&f, "UserRepository.findByEmail", NULL);
+    assert_non_null(o);
+    assert_string_equal(alist(o, "profile.top_functions"), "loadPreferences 86% | query 57%");
+    assert_string_equal(astr(o, "profile.hot_path"), "findByEmail > loadPreferences > query");
+    /* a name that only shares a suffix without a separator is not the function: whole window */
+    o = out_span(&f, "OtherRepository.loadPreferencesLater", NULL);
+    assert_string_equal(astr(o, "profile.hot_path"),
+                        "main > handle > findByEmail > loadPreferences > query");
+    teardown(&f);
+}
+
 static const uint8_t checkout_id[8] = {104, 105, 106, 107, 108, 109, 110, 111}; /* seed 4 */
 
 /* A span profile labelled with the span's own id: exact match, CPU share, profile id; the
@@ -550,6 +586,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_batch_passes_as_is),
         cmocka_unit_test(test_parked_until_profile_window_and_subtree),
+        cmocka_unit_test(test_subtree_for_qualified_span_and_bare_function),
         cmocka_unit_test(test_exact_span_match),
         cmocka_unit_test(test_tenants_never_joined),
         cmocka_unit_test(test_released_by_max_wait),
