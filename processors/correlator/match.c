@@ -208,7 +208,8 @@ static int put_list(struct hs_buf *attrs, const char *key, char (*text)[160], ui
  * the request handler) is in nearly every stack and names nothing, so it is left out — all but
  * its deepest frame, which is where the time is before it splits (an N+1 loop's
  * `loadPreferences 98%`), unless that frame is the root or the span's own function (the anchor
- * of a subtree match), which the span already names. */
+ * of a subtree match), which the span already names. The trunk ends at the span's own function
+ * when the hot path passes through it. */
 static void put_top(struct correlator *c, struct matched *m, struct hs_str span_name,
                     const uint32_t *path, const int64_t *pvals, uint32_t npath,
                     struct hs_buf *attrs, struct corr_ui_note *note)
@@ -239,6 +240,13 @@ static void put_top(struct correlator *c, struct matched *m, struct hs_str span_
     uint32_t trunk = 0;
     while (trunk < npath && (double)pvals[trunk] >= CORR_TRUNK_SHARE * (double)m->total)
         trunk++;
+    /* what the span's own function calls is where the span spends its time, never trunk (an
+     * exact match whose every sample is findByEmail > loadPreferences > query) */
+    for (uint32_t k = 0; k < trunk; k++)
+        if (name_matches(s->names[path[k]].disp, span_name)) {
+            trunk = k + 1;
+            break;
+        }
     /* the deepest trunk frame stays in the ranking when it says something */
     if (trunk > 1 && !name_matches(s->names[path[trunk - 1]].disp, span_name))
         trunk--;

@@ -308,6 +308,37 @@ static void test_subtree_for_qualified_span_and_bare_function(void **state)
     teardown(&f);
 }
 
+/* An exact match whose every sample runs findByEmail > loadPreferences > query: the frames
+ * above the span's function are trunk and left out, but loadPreferences, 92% of the span's
+ * samples, is what the span spends its time in and is named. */
+static void test_exact_match_names_the_callees_of_the_span_function(void **state)
+{
+    (void)state;
+    struct fx f;
+    setup(&f, "{}");
+    Span *sp = mkspan("UserRepository.findByEmail", 5, S(2), MS(700));
+    const uint8_t *id = sp->span_id.data;
+    const struct pstack st[] = {
+        {{"./main.js:main:1", "./main.js:handle:9", "./repo.js:findByEmail:12",
+          "./repo.js:loadPreferences:30", "./pg.js:query:77"}, 92, id},
+        {{"./main.js:main:1", "./main.js:handle:9", "./repo.js:findByEmail:12",
+          "./repo.js:loadUsers:20", "./pg.js:query:77"}, 8, id},
+        {{"./main.js:main:1", "./main.js:idle:3"}, 300, NULL},
+    };
+    assert_int_equal(send_profiles(&f, NULL, mkprofile("user-db", 0, 10, st, HS_ARRAY_SIZE(st))),
+                     0);
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", NULL, 1, (Span **)list(1, sp))),
+                     0);
+    Span *o = out_span(&f, "UserRepository.findByEmail", NULL);
+    assert_non_null(o);
+    assert_string_equal(astr(o, "profile.match"), "span");
+    assert_string_equal(alist(o, "profile.top_functions"),
+                        "query 100% | loadPreferences 92% | loadUsers 8%");
+    assert_string_equal(astr(o, "profile.hot_path"),
+                        "main > handle > findByEmail > loadPreferences > query");
+    teardown(&f);
+}
+
 static const uint8_t checkout_id[8] = {104, 105, 106, 107, 108, 109, 110, 111}; /* seed 4 */
 
 /* A span profile labelled with the span's own id: exact match, CPU share, profile id; the
@@ -587,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_fast_batch_passes_as_is),
         cmocka_unit_test(test_parked_until_profile_window_and_subtree),
         cmocka_unit_test(test_subtree_for_qualified_span_and_bare_function),
+        cmocka_unit_test(test_exact_match_names_the_callees_of_the_span_function),
         cmocka_unit_test(test_exact_span_match),
         cmocka_unit_test(test_tenants_never_joined),
         cmocka_unit_test(test_released_by_max_wait),
