@@ -173,11 +173,14 @@ service:
         `fast span ${service(s)} "${s.span.name}" (${durationMs(s.span)} ms) was annotated`);
     }
     assert.ok(fast > PLAN.length, `fast spans checked: ${fast}`);
-    // the fast requests' user-db spans are among them and untouched
+    // the fast requests' user-db spans are among them and untouched (unless a loaded machine
+    // made one last past the threshold: then it is slow, and rightly annotated)
     for (const r of run.requests.filter((x) => x.kind === 'fast')) {
       const s = spans.find((x) => x.span.spanId === r.dbSpanId);
       assert.ok(s, `fast user-db span ${r.dbSpanId} arrived`);
-      assert.deepEqual(hotspanKeys(attrs(s.span.attributes)), []);
+      if (durationMs(s.span) >= THRESHOLD_MS) continue;
+      assert.deepEqual(hotspanKeys(attrs(s.span.attributes)), [],
+        `fast user-db span ${r.dbSpanId} (${durationMs(s.span)} ms)`);
     }
   });
 
