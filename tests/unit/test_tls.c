@@ -596,20 +596,28 @@ static void lf_done(void *ud, const struct hs_http_result *res)
     hs_http_server_close(lf->srv, lf_server_closed, NULL);
 }
 
+/* A loopback TLS listener's config with srv.pem; with mtls, client certificates from ca.pem. */
+static void tls_listener(struct hs_http_server_config *conf, bool mtls)
+{
+    memset(conf, 0, sizeof(*conf));
+    assert_int_equal(hs_config_decode(hs_http_server_fields_common, NULL, conf, "t", NULL), 0);
+    hs_config_free_fields(hs_tls_server_fields, &conf->tls);
+    conf->endpoint = "127.0.0.1:0";
+    conf->tls_enabled = true;
+    conf->tls = (struct hs_tls_server_config){
+        .cert_file = (char *)path_of("srv.pem"),
+        .key_file = (char *)path_of("srv.key"),
+        .client_ca_file = mtls ? (char *)path_of("ca.pem") : NULL,
+        .min_version = "1.2"};
+}
+
 /* One POST from hs_http_client with `cf` to a TLS server that requires client certs. */
 static void client_post(struct loop_fix *lf, const struct hs_tls_client_config *cf, unsigned flags)
 {
     memset(lf, 0, sizeof(*lf));
     uv_loop_init(&lf->loop);
-    struct hs_http_server_config conf = {0};
-    assert_int_equal(hs_config_decode(hs_http_server_fields_common, NULL, &conf, "t", NULL), 0);
-    hs_config_free_fields(hs_tls_server_fields, &conf.tls);
-    conf.endpoint = "127.0.0.1:0";
-    conf.tls_enabled = true;
-    conf.tls = (struct hs_tls_server_config){.cert_file = (char *)path_of("srv.pem"),
-                                             .key_file = (char *)path_of("srv.key"),
-                                             .client_ca_file = (char *)path_of("ca.pem"),
-                                             .min_version = "1.2"};
+    struct hs_http_server_config conf;
+    tls_listener(&conf, true);
     const struct hs_http_server_opts opts = {
         .config = &conf, .name = "tls-client-test", .handler = handler, .ud = lf};
     struct hs_error err = {0};
@@ -716,14 +724,8 @@ static void test_client_tls_grpc_reuse(void **state)
     static struct reuse_fix f;
     memset(&f, 0, sizeof(f));
     uv_loop_init(&f.loop);
-    struct hs_http_server_config conf = {0};
-    assert_int_equal(hs_config_decode(hs_http_server_fields_common, NULL, &conf, "t", NULL), 0);
-    hs_config_free_fields(hs_tls_server_fields, &conf.tls);
-    conf.endpoint = "127.0.0.1:0";
-    conf.tls_enabled = true;
-    conf.tls = (struct hs_tls_server_config){.cert_file = (char *)path_of("srv.pem"),
-                                             .key_file = (char *)path_of("srv.key"),
-                                             .min_version = "1.2"};
+    struct hs_http_server_config conf;
+    tls_listener(&conf, false);
     const struct hs_http_server_opts opts = {.config = &conf,
                                              .name = "tls-reuse-test",
                                              .handler = reuse_handler,
