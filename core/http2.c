@@ -402,12 +402,50 @@ static bool stream_is_grpc(const struct hs_http2_stream *st)
     return false;
 }
 
-/* A body over the limit: 413, or for gRPC RESOURCE_EXHAUSTED (wire.md §3), in one HEADERS
- * frame; the rest of the stream is reset once that is sent (on_frame_send). */
+static struct hs_http_header *stream_request(struct hs_http2 *h, struct hs_http2_stream *st,
+                                             bool with_body, struct hs_http_request *req);
+
+/* The request's Content-Length, when it sent one that parses. */
+static bool stream_content_length(const struct hs_http2_stream *st, uint64_t *out)
+{
+    for (size_t i = 0; i < st->nfields; i++) {
+        const struct hs_http_field *f = &st->fields[i];
+        struct hs_str n = {(const char *)st->head.data + f->name_off, f->name_len};
+        if (!hs_str_eq(n, "content-length"))
+            continue;
+        const uint8_t *v = st->head.data + f->value_off;
+        uint64_t len = 0;
+        if (f->value_len == 0 || f->value_len > 19)
+            return false;
+        for (size_t k = 0; k < f->value_len; k++) {
+            if (v[k] < '0' || v[k] > '9')
+                return false;
+            len = len * 10 + (uint64_t)(v[k] - '0');
+        }
+        *out = len;
+        return true;
+    }
+    return false;
+}
+
+/* A body over the limit: 413 (on_too_large's, else ours in text), or for gRPC
+ * RESOURCE_EXHAUSTED (wire.md §3), in one HEADERS frame; the rest of the stream is reset once
+ * that is sent (on_frame_send). */
 static void stream_too_large(struct hs_http2_stream *st)
 {
+    struct hs_http_server *s = st->h2->c->srv;
     if (!stream_is_grpc(st)) {
-        stream_answer(st, 413, "413 the request body is larger than max_request_body_size\n");
+        struct hs_http_request req;
+        struct hs_http_header *hdrs = s->on_too_large ? stream_request(st->h2, st, false, &req)
+                                                      : NULL;
+        if (hdrs) {
+            s->on_too_large(s->ud, &req);
+            free(hdrs);
+        }
+        if (st->responded)
+            hs_buf_free(&st->body);
+        else
+            stream_answer(st, 413, "413 the request body is larger than max_request_body_size\n");
         return;
     }
     st->responded = true;
@@ -532,8 +570,14 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     }
     /* the request's own HEADERS (not its trailers): before any DATA of it is read */
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
-        !st->responded && h->c->srv->on_headers)
-        stream_early(h, st);
+        !st->responded) {
+        uint64_t len;
+        if (h->c->srv->on_headers)
+            stream_early(h, st);
+        if (!st->responded && stream_content_length(st, &len) &&
+            len > h->c->srv->conf.max_request_body_size)
+            stream_too_large(st); /* announced: answered before any DATA is read */
+    }
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     st->complete = true;

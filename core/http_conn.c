@@ -642,7 +642,8 @@ static bool field_is(const struct hs_http_conn *c, const char *name, const char 
     return false;
 }
 
-static bool conn_early(struct hs_http_conn *c, bool has_body);
+static bool conn_early(struct hs_http_conn *c, bool has_body, hs_http_handler cb);
+static void conn_too_large(struct hs_http_conn *c);
 
 static int on_headers_complete(http_parser *p)
 {
@@ -651,15 +652,16 @@ static int on_headers_complete(http_parser *p)
         return 0;
     uint64_t max = c->srv->conf.max_request_body_size;
     bool has_length = p->flags & F_CONTENTLENGTH;
+    bool has_body = (p->flags & F_CHUNKED) || (has_length && p->content_length > 0);
+    /* before the 100 and the body's room: an early answer replaces both (a wrong token is
+     * told so before it learns the size limit) */
+    if (c->srv->on_headers && conn_early(c, has_body, c->srv->on_headers))
+        return 0;
     if (has_length && p->content_length > max) {
         /* answered before the body: no 100 Continue, nothing read that we would drop */
-        conn_fail(c, 413, "413 the request body is larger than max_request_body_size\n");
+        conn_too_large(c);
         return 0;
     }
-    bool has_body = (p->flags & F_CHUNKED) || (has_length && p->content_length > 0);
-    /* before the 100 and the body's room: an early answer replaces both */
-    if (c->srv->on_headers && conn_early(c, has_body))
-        return 0;
     if (has_body && (p->http_major > 1 || p->http_minor >= 1) &&
         field_is(c, "expect", "100-continue")) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -677,7 +679,7 @@ static int on_body(http_parser *p, const char *at, size_t len)
     if (c->stop)
         return 0;
     if (len > c->srv->conf.max_request_body_size - c->body.len)
-        conn_fail(c, 413, "413 the request body is larger than max_request_body_size\n");
+        conn_too_large(c);
     else if (hs_buf_append(&c->body, at, len))
         conn_fail(c, 503, "503 out of memory for the request body\n");
     else
@@ -757,14 +759,14 @@ static bool conn_request(struct hs_http_conn *c, bool with_body, struct hs_http_
  * arrives without parsing it, until the client's EOF or the linger timeout. Keeping the
  * connection would mean reading up to max_request_body_size of a refused client's bytes. With
  * no body to come, the connection stays and on_message_complete skips the handler. */
-static bool conn_early(struct hs_http_conn *c, bool has_body)
+static bool conn_early(struct hs_http_conn *c, bool has_body, hs_http_handler cb)
 {
     struct hs_http_request req;
     if (!conn_request(c, false, &req))
         return true;
     c->in_dispatch = c->in_headers = true;
     c->body_expected = has_body;
-    c->srv->on_headers(c->srv->ud, &req);
+    cb(c->srv->ud, &req);
     c->in_dispatch = c->in_headers = false;
     if (!c->responded)
         return false;
@@ -773,6 +775,19 @@ static bool conn_early(struct hs_http_conn *c, bool has_body)
     else
         c->answered_early = true;
     return true;
+}
+
+/* A body over max_request_body_size: on_too_large answers in its protocol's format, or we do
+ * in text; the connection ends either way (what is still coming is read and dropped). */
+static void conn_too_large(struct hs_http_conn *c)
+{
+    if (c->stop || c->closing)
+        return;
+    hs_log_debug(c->srv->name, "%s: 413, body over %llu bytes", c->peer,
+                 (unsigned long long)c->srv->conf.max_request_body_size);
+    if (c->srv->on_too_large && conn_early(c, true, c->srv->on_too_large))
+        return;
+    conn_fail(c, 413, "413 the request body is larger than max_request_body_size\n");
 }
 
 static void conn_dispatch(struct hs_http_conn *c)

@@ -346,6 +346,7 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
     s->name = hs_xstrdup(name);
     s->handler = opts->handler;
     s->on_headers = opts->on_headers;
+    s->on_too_large = opts->on_too_large;
     s->ud = opts->ud;
     s->versions = opts->versions;
     s->full_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);

@@ -107,6 +107,13 @@ struct hs_http_server_opts {
      * other streams of the connection go on. Without an answer the request proceeds as if
      * there were no callback. */
     hs_http_handler on_headers;
+    /* Optional: a request whose body is over max_request_body_size, announced by its
+     * Content-Length or found as it arrives, once on_headers has let it pass. Called with its
+     * headers and no body, as on_headers is, to answer 413 in the protocol's own format (OTLP:
+     * a Status); without an answer the server sends 413 text/plain. Either way the request
+     * ends as an early answer does. gRPC requests get RESOURCE_EXHAUSTED from the server and
+     * never come here. */
+    hs_http_handler on_too_large;
     void *ud;
     enum hs_http_versions versions;
     /* where TLS handshake failures are counted; NULL: the registry of the first server

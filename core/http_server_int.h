@@ -34,6 +34,7 @@ struct hs_http_server {
     char *name;
     hs_http_handler handler;
     hs_http_handler on_headers; /* NULL: none */
+    hs_http_handler on_too_large; /* NULL: 413 text/plain */
     void *ud;
     enum hs_http_versions versions;
     /* request body bytes buffered, both protocols, ever: what tests read to prove that an

@@ -508,6 +508,19 @@ static void otlp_headers(void *ud, struct hs_http_request *req)
     http_precheck(ud, req, &type, &tenant);
 }
 
+/* The server's on_too_large: a body over max_request_body_size (it passed http_precheck), told
+ * so in a Status of the request's own encoding, as every OTLP/HTTP error is (wire.md §2). */
+static void otlp_too_large(void *ud, struct hs_http_request *req)
+{
+    struct otlp *r = ud;
+    enum body_type type = BODY_PROTO;
+    content_type(req, &type);
+    char msg[160];
+    snprintf(msg, sizeof(msg), "request body exceeds max_request_body_size (%llu bytes)",
+             (unsigned long long)r->conf.protocols.http.server.max_request_body_size);
+    reject(r, req, type, 413, "too_large", msg);
+}
+
 static void otlp_handle(void *ud, struct hs_http_request *req)
 {
     struct otlp *r = ud;
@@ -636,6 +649,7 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
                                                  .name = c->id,
                                                  .handler = otlp_handle,
                                                  .on_headers = otlp_headers,
+                                                 .on_too_large = otlp_too_large,
                                                  .ud = r,
                                                  .metrics = host->metrics};
         rc = hs_http_server_start(host->loop, &opts, &r->servers[TR_HTTP], &err);

@@ -410,6 +410,17 @@ static void pyro_headers(void *ud, struct hs_http_request *req)
     pyro_precheck(ud, req, &route, &grpc, NULL);
 }
 
+/* The server's on_too_large: a body over max_request_body_size, answered in Connect's JSON
+ * like every other error here, and counted with them. */
+static void pyro_too_large(void *ud, struct hs_http_request *req)
+{
+    struct pyro *r = ud;
+    struct hs_pyro_fail f;
+    hs_pyro_failf(&f, 413, "too_large", "request body exceeds max_request_body_size (%llu bytes)",
+                  (unsigned long long)r->conf.server.max_request_body_size);
+    reject(r, req, &f);
+}
+
 static void pyro_handle(void *ud, struct hs_http_request *req)
 {
     struct pyro *r = ud;
@@ -465,7 +476,8 @@ static int pyro_start(struct hs_component *c, const struct hs_host *host)
     struct hs_error err = {0};
     const struct hs_http_server_opts opts = {
         .config = &r->conf.server, .name = c->id, .handler = pyro_handle,
-        .on_headers = pyro_headers, .ud = r, .metrics = host->metrics};
+        .on_headers = pyro_headers, .on_too_large = pyro_too_large, .ud = r,
+        .metrics = host->metrics};
     int rc = hs_http_server_start(host->loop, &opts, &r->http, &err);
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(c->id, "%s", err.lines[i]);

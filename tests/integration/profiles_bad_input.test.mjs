@@ -206,8 +206,12 @@ service:
     const ex = await rawExchange(port, Buffer.concat([Buffer.from(head), Buffer.alloc(1024)]), { timeoutMs: 5000 });
     const parsed = parseRawResponse(ex.data);
     assert.ok(parsed, `an HTTP answer to an oversized body, got ${ex.data.toString('latin1').slice(0, 200)}`);
-    assert.equal(parsed.status, 413);
-    assert.match(parsed.body.toString('utf8'), /max_request_body_size/, 'the answer names the limit');
+    const text = parsed.body.toString('utf8');
+    let json = null;
+    try { json = JSON.parse(text); } catch { /* asserted below */ }
+    assertJsonError({ status: parsed.status, headers: parsed.headers, body: text, json }, 413,
+      /max_request_body_size \(262144 bytes\)/, 'a body over max_request_body_size');
+    assert.equal(parsed.headers.connection, 'close', 'the refused body is not read');
   });
 
   it('wrong content type / encoding on push: 415', async () => {

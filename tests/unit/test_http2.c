@@ -77,6 +77,20 @@ static void early_hook(void *ud, struct hs_http_request *req)
         hs_http_respond(req, 401, "text/plain", &ch, 1, "denied\n", 7);
 }
 
+/* on_too_large: 413 in "our own format", naming the path */
+static int too_large_calls;
+
+static void too_large_hook(void *ud, struct hs_http_request *req)
+{
+    (void)ud;
+    too_large_calls++;
+    char body[64];
+    int n = snprintf(body, sizeof(body), "too large: %.*s", (int)req->path.len, req->path.ptr);
+    hs_http_respond(req, 413, "application/x-test", NULL, 0, body, (size_t)n);
+}
+
+static hs_http_handler run_too_large; /* run()'s on_too_large */
+
 static void on_closed(void *ud)
 {
     ((struct fix *)ud)->closed = true;
@@ -110,7 +124,8 @@ static const struct fix *run(void (*client)(struct fix *), uint64_t max_body,
                                          .read_timeout_ms = 5000,
                                          .idle_timeout_ms = 5000};
     struct hs_http_server_opts opts = {
-        .config = &conf, .name = "t", .handler = handler, .on_headers = on_headers, .ud = &f};
+        .config = &conf, .name = "t", .handler = handler, .on_headers = on_headers,
+        .on_too_large = run_too_large, .ud = &f};
     struct hs_error err = {0};
     assert_int_equal(hs_http_server_start(&f.loop, &opts, &f.srv, &err), 0);
     f.port = hs_http_server_port(f.srv);
@@ -301,6 +316,30 @@ static void concurrent_client(struct fix *f)
     cli_free(&c);
 }
 
+/* on_too_large answers a stream whose DATA outgrows the limit (no content-length announced),
+ * in its own format; the sibling stream on the connection is served. */
+static void too_large_client(struct fix *f)
+{
+    static struct cli c;
+    size_t two[2] = {150000, 10};
+    h2_exchange(f, &c, 2, two, NULL);
+    CHECK(f, c.status[0] == 413);
+    CHECK(f, c.body[0].len == 18 && memcmp(c.body[0].data, "too large: /echo/0", 18) == 0);
+    CHECK(f, c.status[1] == 200);
+    CHECK(f, f->handled == 1);
+    CHECK(f, too_large_calls == 1);
+    cli_free(&c);
+}
+
+static void test_too_large_hook(void **state)
+{
+    (void)state;
+    too_large_calls = 0;
+    run_too_large = too_large_hook;
+    run(too_large_client, 100000, NULL);
+    run_too_large = NULL;
+}
+
 static void test_concurrent_streams(void **state)
 {
     (void)state;
@@ -453,6 +492,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_streams),
+        cmocka_unit_test(test_too_large_hook),
         cmocka_unit_test(test_early_answer_among_streams),
         cmocka_unit_test(test_limits_h1_and_trailers),
         cmocka_unit_test(test_goaway_on_close),
