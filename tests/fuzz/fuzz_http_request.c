@@ -4,7 +4,8 @@
  * loopback in this process and the bytes are written to it over TCP from the same loop. It
  * must not crash or leak; on HTTP/1.1, every request handed to the handler gets a response and
  * whatever comes back is HTTP/1.1 responses (an input opening with the HTTP/2 client preface is
- * answered in HTTP/2 frames: only crashes, leaks and hangs count there). */
+ * answered in HTTP/2 frames: only crashes, leaks and hangs count there). on_headers and
+ * on_too_large answer some requests early, so those paths are fuzzed too. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -55,6 +56,22 @@ static void handler(void *ud, struct hs_http_request *req)
                     status == 503 ? &extra : NULL, status == 503, req->body, req->body_len);
 }
 
+/* Early answers too: /d... is refused at its headers; over the body limit, /t... is answered by
+ * on_too_large in "its own format", anything else by the server's text. */
+static void early(void *ud, struct hs_http_request *req)
+{
+    (void)ud;
+    if (req->path.len > 1 && req->path.ptr[1] == 'd')
+        hs_http_respond(req, 401, "text/plain", NULL, 0, "denied\n", 7);
+}
+
+static void too_large(void *ud, struct hs_http_request *req)
+{
+    (void)ud;
+    if (req->path.len > 1 && req->path.ptr[1] == 't')
+        hs_http_respond(req, 413, "application/json", NULL, 0, "{\"code\":8}", 10);
+}
+
 static void init(void)
 {
     hs_log_setup(HS_LOG_ERROR, false);
@@ -68,7 +85,8 @@ static void init(void)
         .max_header_size = 16384,
     };
     const struct hs_http_server_opts opts = {
-        .config = &conf, .name = "fuzz", .handler = handler, .ud = NULL};
+        .config = &conf, .name = "fuzz", .handler = handler, .on_headers = early,
+        .on_too_large = too_large, .ud = NULL};
     struct hs_error err = {0};
     if (hs_http_server_start(&loop, &opts, &server, &err) != 0) {
         fprintf(stderr, "fuzz_http_request: cannot listen: %s\n", err.count ? err.lines[0] : "?");
