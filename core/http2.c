@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "errors.h"
+#include "grpc.h"
 #include "http_server_int.h"
 
 /* nghttp2 hands out frames of at most 16 KiB; gathered into one uv_write up to this. */
@@ -460,6 +461,20 @@ static void stream_too_large(struct hs_http2_stream *st)
                                   NGHTTP2_INTERNAL_ERROR);
 }
 
+/* What the body says it will be, from its first DATA: the content-length, or a gRPC message's
+ * length prefix; 0 when neither says. */
+static uint64_t stream_expected_len(const struct hs_http2_stream *st, const uint8_t *data,
+                                    size_t len)
+{
+    uint64_t n;
+    if (stream_content_length(st, &n))
+        return n;
+    if (len >= HS_GRPC_PREFIX && stream_is_grpc(st))
+        return HS_GRPC_PREFIX + ((uint64_t)data[1] << 24 | (uint64_t)data[2] << 16 |
+                                 (uint64_t)data[3] << 8 | data[4]);
+    return 0;
+}
+
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *ud)
 {
@@ -470,9 +485,20 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     nghttp2_session_consume(session, id, len);
     if (!st || st->responded)
         return 0;
-    if (len > h->c->srv->conf.max_request_body_size - st->body.len)
+    uint64_t max = h->c->srv->conf.max_request_body_size;
+    if (len > max - st->body.len) {
         stream_too_large(st);
-    else if (hs_buf_append(&st->body, data, len) != 0)
+        return 0;
+    }
+    /* room for what the body says it will be, within reason, as HTTP/1.1 does from
+     * Content-Length: without it a 400 KB gRPC message grows from 16 KiB by doubling and is
+     * copied once more on the way (callgrind: 10% of grpc>http's instructions). Room a client
+     * announces and never fills is address space, not memory: pages are touched as data
+     * arrives, and what a stream holds stays bounded by max_request_body_size. */
+    uint64_t want = st->body.cap ? 0 : stream_expected_len(st, data, len);
+    if (want)
+        (void)hs_buf_reserve(&st->body, (size_t)HS_MIN(HS_MIN(want, max), HS_HTTP_BODY_RESERVE));
+    if (hs_buf_append(&st->body, data, len) != 0)
         stream_answer(st, 503, "503 out of memory for the request body\n");
     else
         h->c->srv->body_bytes += len;

@@ -668,7 +668,7 @@ static int on_headers_complete(http_parser *p)
         conn_write(c, cont, sizeof(cont) - 1, NULL, 0);
     }
     /* room for what was announced, within reason: the rest grows as it arrives */
-    if (has_length && hs_buf_reserve(&c->body, HS_MIN(p->content_length, (uint64_t)1 << 20)))
+    if (has_length && hs_buf_reserve(&c->body, HS_MIN(p->content_length, HS_HTTP_BODY_RESERVE)))
         conn_fail(c, 503, "503 out of memory for the request body\n");
     return 0;
 }

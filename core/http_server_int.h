@@ -26,6 +26,7 @@
 #define HS_HTTP_WRITE_LOW (256u << 10) /* ... and that resume it */
 #define HS_HTTP_MAX_HEADERS 512        /* header lines in one request */
 #define HS_HTTP_LINGER_MS 5000         /* longest wait for a client's EOF after our last write */
+#define HS_HTTP_BODY_RESERVE (1u << 20) /* most body room taken on a client's word (its length) */
 #define HS_HTTP_TLS_CHUNK 16384        /* one TLS record's plaintext, at most */
 
 struct hs_http_server {
