@@ -560,6 +560,11 @@ static void stream_early(struct hs_http2 *h, struct hs_http2_stream *st)
         hs_log_debug(s->name, "%s: stream %d answered before its body", h->c->peer, (int)st->id);
 }
 
+struct hs_buf *hs_http2_stream_body(struct hs_http2_stream *st)
+{
+    return &st->body;
+}
+
 static void stream_dispatch(struct hs_http2 *h, struct hs_http2_stream *st)
 {
     struct hs_http_server *s = h->c->srv;

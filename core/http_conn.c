@@ -982,6 +982,16 @@ void hs_http_respond_trailers(struct hs_http_request *req, int status, const cha
     hs_http_respond(req, status, content_type, all, n, body, body_len);
 }
 
+int hs_http_request_take_body(struct hs_http_request *req, struct hs_buf *out)
+{
+    struct hs_buf *b = req->stream ? hs_http2_stream_body(req->stream) : &req->conn->body;
+    if (req->body_len == 0 || b->data != req->body || b->len != req->body_len)
+        return HS_ENOENT;
+    *out = *b;
+    *b = (struct hs_buf){0}; /* the server frees a big body after its request anyway */
+    return 0;
+}
+
 void hs_http_respond_text(struct hs_http_request *req, int status, const char *text)
 {
     hs_http_respond(req, status, "text/plain; charset=utf-8", NULL, 0, text, strlen(text));

@@ -149,6 +149,11 @@ void hs_http_respond_trailers(struct hs_http_request *req, int status, const cha
 /* Shorthand for text/plain answers. */
 void hs_http_respond_text(struct hs_http_request *req, int status, const char *text);
 
+/* In the handler: moves the body's buffer to `out` (out->data == req->body, out->len ==
+ * req->body_len), so the bytes can be kept without a copy; req->body stays valid, now owned by
+ * out. Returns 0, or HS_ENOENT when there is no buffer to move (an empty body). */
+int hs_http_request_take_body(struct hs_http_request *req, struct hs_buf *out);
+
 const char *hs_http_reason(int status);
 
 #endif

@@ -151,6 +151,8 @@ void hs_http2_resume(struct hs_http_conn *c);
 void hs_http2_server_closing(struct hs_http_conn *c);
 /* The connection's handles are closed. */
 void hs_http2_free(struct hs_http2 *h);
+/* The stream's body buffer (hs_http_request_take_body). */
+struct hs_buf *hs_http2_stream_body(struct hs_http2_stream *st);
 /* hs_http_respond and hs_http_respond_trailers for a request that came over HTTP/2. */
 void hs_http2_respond(struct hs_http_request *req, int status, const char *content_type,
                       const struct hs_http_header *extra, size_t extra_count, const void *body,

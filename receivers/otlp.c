@@ -388,7 +388,10 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
                        1);
         return;
     }
-    if (!owned->data && hs_buf_append(owned, p, len) != 0) {
+    /* the request's own bytes: taken from the server when they are its whole body, else copied */
+    bool whole = p == req->body && len == req->body_len;
+    if (!owned->data && !(whole && hs_http_request_take_body(req, owned) == 0) &&
+        hs_buf_append(owned, p, len) != 0) {
         respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
         return;
     }

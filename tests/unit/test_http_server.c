@@ -45,6 +45,8 @@ struct fix {
     atomic_int early_calls;
     bool early_saw_body;  /* on_headers was given a body: it must never be */
     uint64_t body_bytes;  /* the server's count of buffered body bytes, just before its close */
+    struct hs_buf taken[4]; /* bodies /take moved out of the server */
+    int ntaken;
 };
 
 /* Client-side checks cannot use cmocka (it longjmps); the first failure is kept for the test. */
@@ -79,6 +81,18 @@ static void handler(void *ud, struct hs_http_request *req)
     atomic_fetch_add(&f->handled, 1);
     if (hs_str_eq(req->path, "/big")) {
         big_answer(f, req);
+        return;
+    }
+    if (hs_str_eq(req->path, "/take")) { /* keep the body's own buffer, as receivers do */
+        struct hs_buf got = {0};
+        int rc = hs_http_request_take_body(req, &got);
+        bool ok = rc == 0 ? got.data == req->body && got.len == req->body_len && f->ntaken < 4
+                          : rc == HS_ENOENT && req->body_len == 0;
+        if (rc == 0 && f->ntaken < 4)
+            f->taken[f->ntaken++] = got;
+        else
+            hs_buf_free(&got);
+        hs_http_respond_text(req, ok ? 200 : 500, rc == 0 ? "taken\n" : "nothing to take\n");
         return;
     }
     struct hs_buf b = {0};
@@ -302,6 +316,43 @@ static void client_pipelined(struct fix *f)
 static void test_pipelined(void **state)
 {
     run(*state, client_pipelined);
+}
+
+/* Bodies taken by the handler (hs_http_request_take_body) stay the handler's: intact after the
+ * connection has gone on to the next requests, freed by their new owner (ASan would see a
+ * second free or a later write by the server). */
+static void client_take(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, csends(&c, "POST /take HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+                        "POST /take HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        "2\r\nde\r\n3\r\nfgh\r\n0\r\n\r\n"
+                        "POST /take HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+                        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nxyz"));
+    for (int i = 0; i < 3; i++) {
+        CHECK(f, cread(&c, &r));
+        CHECK(f, r.status == 200);
+        free(r.body);
+    }
+    CHECK(f, cread(&c, &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "body=xyz"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_take_body(void **state)
+{
+    struct fix *f = *state;
+    run(f, client_take);
+    assert_int_equal(f->ntaken, 2);
+    assert_int_equal(f->taken[0].len, 3);
+    assert_memory_equal(f->taken[0].data, "abc", 3);
+    assert_int_equal(f->taken[1].len, 5);
+    assert_memory_equal(f->taken[1].data, "defgh", 5);
+    for (int i = 0; i < f->ntaken; i++)
+        hs_buf_free(&f->taken[i]);
 }
 
 static void client_chunked(struct fix *f)
@@ -901,6 +952,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bytewise, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keepalive, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_take_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_413_content_length_before_body, setup, teardown),
