@@ -403,8 +403,7 @@ static bool stream_is_grpc(const struct hs_http2_stream *st)
     return false;
 }
 
-static struct hs_http_header *stream_request(struct hs_http2 *h, struct hs_http2_stream *st,
-                                             bool with_body, struct hs_http_request *req);
+static void stream_early(struct hs_http2 *h, struct hs_http2_stream *st, hs_http_handler cb);
 
 /* The request's Content-Length, when it sent one that parses. */
 static bool stream_content_length(const struct hs_http2_stream *st, uint64_t *out)
@@ -436,13 +435,8 @@ static void stream_too_large(struct hs_http2_stream *st)
 {
     struct hs_http_server *s = st->h2->c->srv;
     if (!stream_is_grpc(st)) {
-        struct hs_http_request req;
-        struct hs_http_header *hdrs = s->on_too_large ? stream_request(st->h2, st, false, &req)
-                                                      : NULL;
-        if (hdrs) {
-            s->on_too_large(s->ud, &req);
-            free(hdrs);
-        }
+        if (s->on_too_large)
+            stream_early(st->h2, st, s->on_too_large);
         if (st->responded)
             hs_buf_free(&st->body);
         else
@@ -544,17 +538,18 @@ static struct hs_http_header *stream_request(struct hs_http2 *h, struct hs_http2
     return hdrs;
 }
 
-/* The request's headers are complete: on_headers may answer it now. If it does, the stream is
- * reset once the answer is sent (on_frame_send), unless the client ended it already, and its
- * DATA is dropped in on_data_chunk, which still opens the windows. */
-static void stream_early(struct hs_http2 *h, struct hs_http2_stream *st)
+/* The request without its body, offered to cb (on_headers once its headers are complete, or
+ * on_too_large). If it answers, the stream is reset once the answer is sent (on_frame_send),
+ * unless the client ended it already, and its DATA is dropped in on_data_chunk, which still
+ * opens the windows. */
+static void stream_early(struct hs_http2 *h, struct hs_http2_stream *st, hs_http_handler cb)
 {
     struct hs_http_server *s = h->c->srv;
     struct hs_http_request req;
     struct hs_http_header *hdrs = stream_request(h, st, false, &req);
     if (!hdrs)
         return;
-    s->on_headers(s->ud, &req);
+    cb(s->ud, &req);
     free(hdrs);
     if (st->responded)
         hs_log_debug(s->name, "%s: stream %d answered before its body", h->c->peer, (int)st->id);
@@ -604,7 +599,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         !st->responded) {
         uint64_t len;
         if (h->c->srv->on_headers)
-            stream_early(h, st);
+            stream_early(h, st, h->c->srv->on_headers);
         if (!st->responded && stream_content_length(st, &len) &&
             len > h->c->srv->conf.max_request_body_size)
             stream_too_large(st); /* announced: answered before any DATA is read */
