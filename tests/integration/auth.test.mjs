@@ -19,12 +19,10 @@ import { fetchMetrics, metric } from './lib/metrics.mjs';
 import { postProto, request, rawExchange, parseRawResponse } from './lib/http.mjs';
 import { makeSpans, exportSpans } from './lib/sdk.mjs';
 import * as otlp from './lib/otlp.mjs';
-import { startPyroscopeSink, postIngest, postPush, encodePushRequest } from './lib/pyroscope_sink.mjs';
+import { startPyroscopeSink, postIngest, postPush, encodePushRequest, PUSH_PATH } from './lib/pyroscope_sink.mjs';
+import { EXPORT, raw } from './lib/grpc_sink.mjs';
 import { encodeProfile } from './lib/pprof.mjs';
 
-const EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
-const PUSH = '/push.v1.PusherService/Push';
-const raw = { serialize: (b) => b, deserialize: (b) => b };
 const GOOD = 'good-token-0123456789';
 const TEAM_A = 'team-a-token-abcdef';
 const TEAM_B = 'team-b-token-ghijkl';
@@ -174,7 +172,7 @@ service:
       assert.deepEqual(push.json, { code: 'unauthenticated',
         message: 'missing credentials: send an Authorization header' });
       // push over gRPC (h2c on the same port)
-      assert.equal((await grpcCall(p, PUSH, profileBody('it-auth-grpc'), {})).code,
+      assert.equal((await grpcCall(p, PUSH_PATH, profileBody('it-auth-grpc'), {})).code,
         grpc.status.UNAUTHENTICATED);
     } finally {
       stop = true;
@@ -335,7 +333,7 @@ service:
     res = parseRawResponse(x.data);
     assert.equal(res?.status, 401);
     assert.equal(JSON.parse(res.body.toString()).code, 'unauthenticated');
-    assert.equal((await grpcCall(p, PUSH, big, {})).code, grpc.status.UNAUTHENTICATED);
+    assert.equal((await grpcCall(p, PUSH_PATH, big, {})).code, grpc.status.UNAUTHENTICATED);
   });
 
   it('counts refusals by receiver and reason in /metrics', async () => {

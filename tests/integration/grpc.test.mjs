@@ -14,34 +14,7 @@ import { makeSpans } from './lib/sdk.mjs';
 import { request } from './lib/http.mjs';
 import * as otlp from './lib/otlp.mjs';
 import { waitFor } from './lib/wait.mjs';
-
-const EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
-const raw = { serialize: (b) => b, deserialize: (b) => b };
-
-/** A TraceService server keeping every request, its metadata and the encoding it came in. */
-async function startGrpcSink() {
-  const requests = [];
-  const server = new grpc.Server();
-  server.addService({
-    Export: { path: EXPORT, requestStream: false, responseStream: false,
-      requestSerialize: raw.serialize, requestDeserialize: raw.deserialize,
-      responseSerialize: raw.serialize, responseDeserialize: raw.deserialize },
-  }, {
-    Export: (call, cb) => {
-      requests.push({ spans: otlp.flattenSpans(otlp.decodeTraceRequest(call.request)),
-        metadata: call.metadata.getMap() });
-      cb(null, Buffer.alloc(0)); // an empty ExportTraceServiceResponse: full success
-    },
-  });
-  const port = await new Promise((res, rej) => server.bindAsync('127.0.0.1:0',
-    grpc.ServerCredentials.createInsecure(), (err, p) => (err ? rej(err) : res(p))));
-  return {
-    port,
-    requests,
-    spans: (pred = () => true) => requests.filter((r) => pred(r.metadata)).flatMap((r) => r.spans),
-    stop: () => new Promise((res) => server.tryShutdown(() => res())),
-  };
-}
+import { startGrpcSink, EXPORT, raw } from './lib/grpc_sink.mjs';
 
 function exportGrpc(spans, { url, compression = 'none', headers = {} }) {
   const metadata = new grpc.Metadata();

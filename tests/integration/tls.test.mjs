@@ -25,9 +25,8 @@ import { PUSH_PATH, decodePushRequest } from './lib/pyroscope_sink.mjs';
 import { makeCerts } from './lib/tls.mjs';
 import * as otlp from './lib/otlp.mjs';
 import { waitFor } from './lib/wait.mjs';
+import { startGrpcSink, EXPORT, raw } from './lib/grpc_sink.mjs';
 
-const EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
-const raw = { serialize: (b) => b, deserialize: (b) => b };
 
 /** An https backend that requires a client certificate from our CA: OTLP/HTTP and Push. */
 async function startHttpsSink(c) {
@@ -64,30 +63,10 @@ async function startHttpsSink(c) {
   };
 }
 
-/** A TraceService over TLS that also requires our client certificate (grpc.test.mjs's sink). */
-async function startGrpcSink(c) {
-  const requests = [];
-  const server = new grpc.Server();
-  server.addService({
-    Export: { path: EXPORT, requestStream: false, responseStream: false,
-      requestSerialize: raw.serialize, requestDeserialize: raw.deserialize,
-      responseSerialize: raw.serialize, responseDeserialize: raw.deserialize },
-  }, {
-    Export: (call, cb) => {
-      requests.push({ spans: otlp.flattenSpans(otlp.decodeTraceRequest(call.request)),
-        metadata: call.metadata.getMap() });
-      cb(null, Buffer.alloc(0));
-    },
-  });
-  const creds = grpc.ServerCredentials.createSsl(c.read(c.ca),
-    [{ cert_chain: c.read(c.server), private_key: c.read(c.serverKey) }], true);
-  const port = await new Promise((res, rej) => server.bindAsync('127.0.0.1:0', creds,
-    (err, p) => (err ? rej(err) : res(p))));
-  return {
-    port, requests,
-    spans: (pred = () => true) => requests.filter((r) => pred(r.metadata)).flatMap((r) => r.spans),
-    stop: () => new Promise((res) => server.tryShutdown(() => res())),
-  };
+/** A TraceService over TLS that also requires our client certificate. */
+function startTlsGrpcSink(c) {
+  return startGrpcSink(grpc.ServerCredentials.createSsl(c.read(c.ca),
+    [{ cert_chain: c.read(c.server), private_key: c.read(c.serverKey) }], true));
 }
 
 /** POST over TLS; resolves {status, body, serial, socket}; rejects on a refused handshake. */
@@ -139,7 +118,7 @@ describe('TLS on listeners and exporters', () => {
     copyFileSync(c.client, liveCli.cert);
     copyFileSync(c.clientKey, liveCli.key);
     sink = await startHttpsSink(c);
-    gsink = await startGrpcSink(c);
+    gsink = await startTlsGrpcSink(c);
     const srv = `cert_file: ${c.server}, key_file: ${c.serverKey}`;
     const cli = `ca_file: ${c.ca}, cert_file: ${c.client}, key_file: ${c.clientKey}`;
     hs = await startHotspan(`receivers:
