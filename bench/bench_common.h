@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double hs_bench_clock(clockid_t id)
 {
@@ -85,6 +89,28 @@ static inline int hs_bench_resolve(const char *target, struct sockaddr_storage *
     *addr_len = res->ai_addrlen;
     freeaddrinfo(res);
     return 0;
+}
+
+/* A blocking TCP connection to addr with Nagle off (requests go out whole) and, when
+ * timeout_s > 0, send/receive timeouts (connect included); -1 on failure. */
+static inline int hs_bench_connect(const struct sockaddr_storage *addr, socklen_t addr_len,
+                                   int timeout_s)
+{
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (timeout_s > 0) {
+        struct timeval tv = {.tv_sec = timeout_s};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    }
+    if (connect(fd, (const struct sockaddr *)addr, addr_len) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 static inline bool hs_bench_next_ticket(struct hs_bench_pace *p, double *due)

@@ -67,18 +67,9 @@ struct conn {
 
 static int conn_open(struct conn *c)
 {
-    int fd = socket(c->l->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = hs_bench_connect(&c->l->addr, c->l->addr_len, 10);
     if (fd < 0)
         return -1;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&c->l->addr, c->l->addr_len) != 0) {
-        close(fd);
-        return -1;
-    }
     c->fd = fd;
     return 0;
 }

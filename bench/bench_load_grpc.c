@@ -178,15 +178,9 @@ static void conn_drop(struct gconn *c)
 
 static int conn_open(struct gconn *c)
 {
-    int fd = socket(c->l->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = hs_bench_connect(&c->l->addr, c->l->addr_len, 0);
     if (fd < 0)
         return -1;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(fd, (struct sockaddr *)&c->l->addr, c->l->addr_len) != 0) {
-        close(fd);
-        return -1;
-    }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0) {
