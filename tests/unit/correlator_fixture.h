@@ -133,6 +133,14 @@ static inline void teardown(struct fx *f)
 
 /* ---- profiles by hand ------------------------------------------------------------------- */
 
+/* user-db's functions, Go-style names. */
+#define MAIN "main.main"
+#define HANDLE "main.handle"
+#define FIND "main.(*UserRepository).findByEmail"
+#define LOADP "main.(*UserRepository).loadPreferences"
+#define QUERY "github.com/jackc/pg.(*Client).query"
+#define HEALTH "main.healthz"
+
 struct pstack {
     const char *fns[8]; /* root first, NULL-terminated */
     int64_t v;

@@ -126,13 +126,6 @@ static const char *alist(const Span *s, const char *key)
     return out;
 }
 
-/* user-db's functions, Go-style names. */
-#define MAIN "main.main"
-#define HANDLE "main.handle"
-#define FIND "main.(*UserRepository).findByEmail"
-#define LOADP "main.(*UserRepository).loadPreferences"
-#define QUERY "github.com/jackc/pg.(*Client).query"
-#define HEALTH "main.healthz"
 #define GC "runtime.gcBgMarkWorker"
 
 /* The slow minute: findByEmail 65%, loadPreferences 52%, query 31% (of 100). */

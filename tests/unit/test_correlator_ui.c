@@ -26,12 +26,6 @@
 
 #include "correlator_fixture.h"
 
-#define MAIN "main.main"
-#define HANDLE "main.handle"
-#define FIND "main.(*UserRepository).findByEmail"
-#define LOADP "main.(*UserRepository).loadPreferences"
-#define QUERY "github.com/jackc/pg.(*Client).query"
-#define HEALTH "main.healthz"
 #define XSS "app.<script>alert(\"x\")</script>'&"
 
 static struct hs_profile *userdb(int64_t from_s, int64_t until_s, bool slow)
