@@ -81,6 +81,7 @@ struct hs_profile {
 struct hs_profiles {
     unsigned refs;
     char *tenant;             /* X-Scope-OrgID as received; NULL when none */
+    bool tenant_authenticated; /* tenant is a per-tenant token's, not asserted by the client */
     struct hs_profile **items;
     uint32_t count, cap;
     size_t bytes;             /* sum of raw_len: what queues count */

@@ -109,10 +109,12 @@ int hs_traces_set_tenant(struct hs_traces *t, const char *tenant, size_t len)
     if (len)
         memcpy(t->tenant, tenant, len);
     t->tenant[len] = '\0';
+    t->tenant_authenticated = false;
     return 0;
 }
 
 void hs_traces_copy_tenant(struct hs_traces *dst, const struct hs_traces *src)
 {
     memcpy(dst->tenant, src->tenant, sizeof(dst->tenant));
+    dst->tenant_authenticated = src->tenant_authenticated;
 }

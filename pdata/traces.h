@@ -23,6 +23,10 @@ struct hs_traces {
     /* X-Scope-OrgID of every span in the batch; "" when none. Inline so copying a batch's
      * tenant can never fail; two tenants never share a batch (hs_traces_append refuses). */
     char tenant[HS_TENANT_MAX + 1];
+    /* true when `tenant` is a per-tenant token's (the gateway's word), false when the client
+     * only asserted it (X-Scope-OrgID without tenant auth) or there is none. Nothing a client
+     * writes in the spans may then name another tenant (the correlator's labels.trace_tenant). */
+    bool tenant_authenticated;
 };
 
 /* An empty batch with room for `cap` bytes; NULL when out of memory. */
@@ -40,14 +44,19 @@ int hs_traces_make_writable(struct hs_traces **t);
  * when their tenants differ (one request must never carry two tenants' spans). */
 int hs_traces_append(struct hs_traces *dst, const struct hs_traces *src);
 
-/* Sets the batch's tenant (copied; NULL or "" for none). A longer id than HS_TENANT_MAX is
- * HS_EINVAL and leaves the tenant unchanged: receivers check ids first (hs_tenant_valid). */
+/* Sets the batch's tenant (copied; NULL or "" for none), as asserted (tenant_authenticated
+ * false: a receiver sets it after, when a per-tenant token decided the tenant). A longer id than
+ * HS_TENANT_MAX is HS_EINVAL and leaves the tenant unchanged: receivers check ids first
+ * (hs_tenant_valid). */
 int hs_traces_set_tenant(struct hs_traces *t, const char *tenant, size_t len);
-/* Copies src's tenant to dst (for batches derived from another: edits, copies). */
+/* Copies src's tenant, and whether it was authenticated, to dst (for batches derived from
+ * another: edits, copies). */
 void hs_traces_copy_tenant(struct hs_traces *dst, const struct hs_traces *src);
+/* Same tenant, and the same word for it: an authenticated batch never merges with one that
+ * only asserts the same id, so the merged batch cannot lose (or gain) the authentication. */
 static inline bool hs_traces_same_tenant(const struct hs_traces *a, const struct hs_traces *b)
 {
-    return strcmp(a->tenant, b->tenant) == 0;
+    return strcmp(a->tenant, b->tenant) == 0 && a->tenant_authenticated == b->tenant_authenticated;
 }
 
 #endif

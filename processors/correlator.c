@@ -169,7 +169,8 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
         c->stats.annotated[i] = &c->stats.dummy;
     c->stats.profiles_indexed = c->stats.ev_service = c->stats.ev_bucket = c->stats.ev_span =
         c->stats.ev_type = c->stats.ev_stale = c->stats.ev_latency = c->stats.ev_fragment =
-            c->stats.ev_parked_limit = c->stats.ev_expired = &c->stats.dummy;
+            c->stats.ev_parked_limit = c->stats.ev_expired = c->stats.tenant_mismatch =
+                &c->stats.dummy;
     corr_index_init(&c->index, &c->conf, &c->stats);
     c->index.on_evict = on_evict;
     c->index.ud = c;
@@ -177,6 +178,7 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
     corr_frags_init(&c->frags, &c->stats);
     corr_ui_init(&c->ui, c->conf.ui.enabled ? c->conf.ui.recent : 0);
     c->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
+    c->tenant_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     c->clock = mono_clock;
     *out = &c->base;
     return 0;
@@ -410,18 +412,30 @@ struct scan_ctx {
     uint32_t nslow, cap;
     uint32_t next; /* the group rescan: which slow_rec the next span is */
     const char *tenant; /* the batch's (X-Scope-OrgID), for spans without labels.trace_tenant */
+    bool tenant_auth;   /* ... a per-tenant token's: labels.trace_tenant cannot override it */
 };
 
-static void fill_span(struct correlator *c, const char *batch_tenant, const struct hs_span_view *v,
-                      struct corr_span *s)
+/* What annotation needs of the span. Its tenant is the batch's when a per-tenant token decided
+ * it: a client must not choose whose profiles annotate its spans, so `labels.trace_tenant` may
+ * only agree. Otherwise the label's when present, else the batch's, else `tenant`. Returns true
+ * when the label named another tenant than the authenticated one (*named: that name). */
+static bool fill_span(const struct scan_ctx *x, const struct hs_span_view *v, struct corr_span *s,
+                      struct hs_str *named)
 {
+    const struct correlator *c = x->c;
     const char *tk = c->conf.labels.trace_tenant;
-    const char *dt = batch_tenant && *batch_tenant ? batch_tenant : c->conf.tenant;
+    const char *dt = x->tenant && *x->tenant ? x->tenant : c->conf.tenant;
+    bool mismatch = false;
     s->tenant = dt ? (struct hs_str){dt, strlen(dt)} : (struct hs_str){"", 0};
     if (tk && *tk) {
         struct hs_str t;
-        if (hs_attrs_find_str(v->resource, 1, tk, &t))
-            s->tenant = t;
+        if (hs_attrs_find_str(v->resource, 1, tk, &t)) {
+            mismatch = x->tenant_auth && !hs_str_eq(t, x->tenant);
+            if (mismatch)
+                *named = t;
+            else
+                s->tenant = t;
+        }
     }
     if (strcmp(c->conf.labels.trace_service, HS_ATTR_SERVICE_NAME) == 0)
         s->service = v->service_name;
@@ -432,6 +446,20 @@ static void fill_span(struct correlator *c, const char *batch_tenant, const stru
     s->span_id = v->span_id;
     s->start_ns = v->start_ns;
     s->end_ns = v->end_ns;
+    return mismatch;
+}
+
+/* A span of an authenticated tenant named another one: counted, logged (rate-limited). */
+static void tenant_mismatch(struct correlator *c, const struct scan_ctx *x, struct hs_str named)
+{
+    hs_counter_add(c->stats.tenant_mismatch, 1);
+    uint32_t supp;
+    if (hs_ratelimit_allow(&c->tenant_rl, now_ms(c), &supp))
+        hs_log_warn(c->base.id,
+                    "a span of tenant \"%s\" (per-tenant token) names tenant \"%.*s\" in %s: "
+                    "annotated from tenant \"%s\"'s profiles only (%u more not logged)",
+                    x->tenant, (int)HS_MIN(named.len, 64), named.ptr, c->conf.labels.trace_tenant,
+                    x->tenant, supp);
 }
 
 static void fmt_ms(char *out, size_t cap, uint64_t ns)
@@ -472,7 +500,9 @@ static int visit_span(void *ud, const struct hs_span_view *v)
     struct scan_ctx *x = ud;
     struct correlator *c = x->c;
     struct corr_span s;
-    fill_span(c, x->tenant, v, &s);
+    struct hs_str named;
+    if (fill_span(x, v, &s, &named))
+        tenant_mismatch(c, x, named);
     if (v->parent_span_id.len == 8 && v->trace_id.len == 16) {
         struct hs_str stmt = {"", 0};
         hs_span_attr_str(x->data, v, HS_ATTR_DB_STATEMENT, &stmt);
@@ -501,7 +531,8 @@ static int visit_group(void *ud, const struct hs_span_view *v)
     struct slow_rec *r = &x->slow[x->next++];
     char reason[sizeof(r->span.slow_reason)];
     memcpy(reason, r->span.slow_reason, sizeof(reason));
-    fill_span(x->c, x->tenant, v, &r->span);
+    struct hs_str named;
+    fill_span(x, v, &r->span, &named); /* a mismatch was counted by the first scan */
     memcpy(r->span.slow_reason, reason, sizeof(reason));
     r->offset = v->offset;
     return 0;
@@ -525,6 +556,7 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
     struct hs_otlp_scan res;
     x->data = group->data;
     x->tenant = group->tenant; /* the parked spans' tenant lives as long as their group */
+    x->tenant_auth = group->tenant_authenticated;
     x->next = 0;
     rc = hs_otlp_traces_scan(group->data, group->len, NULL, visit_group, x, &res);
     if (rc) {
@@ -572,7 +604,10 @@ static int corr_consume_traces(struct hs_component *base, struct hs_traces *batc
         hs_traces_unref(batch);
         return HS_EAGAIN;
     }
-    struct scan_ctx x = {.c = c, .data = batch->data, .tenant = batch->tenant};
+    struct scan_ctx x = {.c = c,
+                         .data = batch->data,
+                         .tenant = batch->tenant,
+                         .tenant_auth = batch->tenant_authenticated};
     struct hs_otlp_scan res;
     int rc = hs_otlp_traces_scan(batch->data, batch->len, NULL, visit_span, &x, &res);
     hs_counter_add(c->stats.checked, res.spans);
@@ -731,6 +766,9 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
                            "Parked spans released by max_wait before their profile", L(""));
     c->stats.profiles_indexed = hs_metrics_counter(m, "correlator_profiles_indexed_total",
                                                    "Profiles read into the index", L(""));
+    c->stats.tenant_mismatch =
+        hs_metrics_counter(m, "correlator_tenant_mismatch_total",
+                           "Spans of an authenticated tenant naming another tenant", L(""));
     struct {
         struct hs_counter **p;
         const char *what;

@@ -372,12 +372,18 @@ static bool content_type(const struct hs_http_request *req, enum body_type *type
     return true;
 }
 
+/* A request's tenant (id.len 0: none) and whether a per-tenant token decided it. */
+struct req_tenant {
+    struct hs_str id;
+    bool authenticated;
+};
+
 /* Hands validated spans to the pipeline, or refuses them (503, UNAVAILABLE) when it is full.
  * `owned` holds the bytes when they were decompressed or converted; else p/len (in the request)
  * are copied here, after the pipeline said it has room, so a refusal costs no copy. */
 static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type type,
                     const uint8_t *p, size_t len, struct hs_buf *owned,
-                    const struct hs_otlp_scan *scan, uint32_t rejected, struct hs_str tenant)
+                    const struct hs_otlp_scan *scan, uint32_t rejected, struct req_tenant tenant)
 {
     static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
     struct otlp_counters *k = &r->counters[type == BODY_GRPC ? TR_GRPC : TR_HTTP];
@@ -402,7 +408,8 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
         return;
     }
     *owned = (struct hs_buf){0}; /* the batch owns the bytes now */
-    hs_traces_set_tenant(t, tenant.ptr, tenant.len); /* checked by hs_auth_request_tenant */
+    hs_traces_set_tenant(t, tenant.id.ptr, tenant.id.len); /* checked by hs_auth_request_tenant */
+    t->tenant_authenticated = tenant.authenticated;
     int rc = hs_consumer_traces(r->base.next, t);
     if (rc == 0) {
         hs_counter_add(k->accepted, scan->spans);
@@ -418,7 +425,7 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
 /* What both transports do with the request's protobuf bytes: scan (the limits), drop spans with
  * invalid ids (partial success), deliver. `owned` holds p when p is not in the request. */
 static void process(struct otlp *r, struct hs_http_request *req, enum body_type type,
-                    const uint8_t *p, size_t len, struct hs_buf *owned, struct hs_str tenant)
+                    const uint8_t *p, size_t len, struct hs_buf *owned, struct req_tenant tenant)
 {
     struct otlp_counters *k = &r->counters[type == BODY_GRPC ? TR_GRPC : TR_HTTP];
     struct hs_otlp_scan scan = {0};
@@ -456,7 +463,7 @@ static void process(struct otlp *r, struct hs_http_request *req, enum body_type 
  * The second run costs a digest and a compare per credential; a credential rotated out between
  * the two refuses the request then, as it should. A failure is counted where it is answered. */
 static bool authenticate(struct otlp *r, struct hs_http_request *req, enum body_type type,
-                         struct hs_str *tenant)
+                         struct req_tenant *tenant)
 {
     const char *token_tenant = NULL;
     if (r->auth) {
@@ -468,7 +475,8 @@ static bool authenticate(struct otlp *r, struct hs_http_request *req, enum body_
             return false;
         }
     }
-    if (!hs_auth_request_tenant(req, token_tenant, tenant)) {
+    tenant->authenticated = token_tenant != NULL;
+    if (!hs_auth_request_tenant(req, token_tenant, &tenant->id)) {
         reject(r, req, type, 400, "bad_tenant",
                "X-Scope-OrgID: not a valid tenant id (1-150 of A-Z a-z 0-9 ! - _ . * ' ( ))");
         return false;
@@ -479,7 +487,7 @@ static bool authenticate(struct otlp *r, struct hs_http_request *req, enum body_
 /* What OTLP/HTTP checks before the body, in this order: path (404), method (405), credentials
  * and tenant, media type (415). Answers and returns false on the first that fails. */
 static bool http_precheck(struct otlp *r, struct hs_http_request *req, enum body_type *type,
-                          struct hs_str *tenant)
+                          struct req_tenant *tenant)
 {
     static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("POST")};
     if (!hs_str_eq(req->path, r->conf.protocols.http.traces_url_path)) {
@@ -507,7 +515,7 @@ static bool http_precheck(struct otlp *r, struct hs_http_request *req, enum body
 static void otlp_headers(void *ud, struct hs_http_request *req)
 {
     enum body_type type;
-    struct hs_str tenant;
+    struct req_tenant tenant;
     http_precheck(ud, req, &type, &tenant);
 }
 
@@ -528,7 +536,7 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
 {
     struct otlp *r = ud;
     enum body_type type;
-    struct hs_str tenant;
+    struct req_tenant tenant;
     /* passed at headers time already; run again for the tenant (see authenticate) */
     if (!http_precheck(r, req, &type, &tenant))
         return;
@@ -562,7 +570,7 @@ out:
 
 /* What OTLP/gRPC checks before the message: gRPC itself (415, UNIMPLEMENTED), the method
  * (UNIMPLEMENTED), credentials and tenant (UNAUTHENTICATED, INVALID_ARGUMENT). */
-static bool grpc_precheck(struct otlp *r, struct hs_http_request *req, struct hs_str *tenant)
+static bool grpc_precheck(struct otlp *r, struct hs_http_request *req, struct req_tenant *tenant)
 {
     if (!hs_grpc_request_ok(req))
         return false;
@@ -578,7 +586,7 @@ static bool grpc_precheck(struct otlp *r, struct hs_http_request *req, struct hs
 
 static void otlp_grpc_headers(void *ud, struct hs_http_request *req)
 {
-    struct hs_str tenant;
+    struct req_tenant tenant;
     grpc_precheck(ud, req, &tenant);
 }
 
@@ -586,7 +594,7 @@ static void otlp_grpc_headers(void *ud, struct hs_http_request *req)
 static void otlp_grpc_handle(void *ud, struct hs_http_request *req)
 {
     struct otlp *r = ud;
-    struct hs_str tenant;
+    struct req_tenant tenant;
     /* passed at headers time already; run again for the tenant (see authenticate) */
     if (!grpc_precheck(r, req, &tenant))
         return;

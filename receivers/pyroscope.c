@@ -265,13 +265,15 @@ static int grpc_code(int status)
 
 /* Refuses a request without valid credentials (401 with WWW-Authenticate and Connect's
  * "unauthenticated", or gRPC UNAUTHENTICATED) or with an X-Scope-OrgID that is no tenant id
- * (400); else *tenant, when asked for, is the batch's tenant (malloc'd, NULL for none).
+ * (400); else *tenant, when asked for, is the batch's tenant (malloc'd, NULL for none) and
+ * *tenant_auth whether a per-tenant token decided it.
  * Headers only: it runs at headers time (pyro_headers), so a stranger is refused before its
  * body is read, and again in the handler, because the tenant of a matching token must reach
  * the batch and nothing carries it from the headers callback to the handler. The second run
  * costs a digest and a compare per credential; a token rotated out between the two refuses the
  * request then, as it should. A failure is counted where it is answered. */
-static bool authenticate(struct pyro *r, struct hs_http_request *req, bool grpc, char **tenant)
+static bool authenticate(struct pyro *r, struct hs_http_request *req, bool grpc, char **tenant,
+                         bool *tenant_auth)
 {
     const char *token_tenant = NULL;
     if (tenant)
@@ -302,16 +304,18 @@ static bool authenticate(struct pyro *r, struct hs_http_request *req, bool grpc,
             respond_error(req, 400, f.msg);
         return false;
     }
-    if (tenant)
+    if (tenant) {
         *tenant = t.len ? hs_xstrndup(t.ptr, t.len) : NULL;
+        *tenant_auth = token_tenant != NULL;
+    }
     return true;
 }
 
 /* The push API's gRPC variant over HTTP/2: the same PushRequest decoding as Connect's, the
  * message length-prefixed, the status in trailers. A full pipeline is RESOURCE_EXHAUSTED
  * with RetryInfo, which OTLP-style clients retry, as 429 + Retry-After on Connect. Takes `t`,
- * the batch's tenant (malloc'd, or NULL). */
-static void push_grpc(struct pyro *r, struct hs_http_request *req, char *t)
+ * the batch's tenant (malloc'd, or NULL; t_auth: a per-tenant token's). */
+static void push_grpc(struct pyro *r, struct hs_http_request *req, char *t, bool t_auth)
 {
     struct hs_pyro_fail f = {0};
     struct hs_buf owned = {0};
@@ -332,6 +336,8 @@ static void push_grpc(struct pyro *r, struct hs_http_request *req, char *t)
     }
     struct hs_profiles *b = hs_profiles_new(t);
     free(t);
+    if (b)
+        b->tenant_authenticated = t_auth;
     int rc = b ? hs_pyro_push_decode(p, len, false, &r->limits, b, &f) : HS_ENOMEM;
     hs_buf_free(&owned);
     if (!b) {
@@ -382,7 +388,7 @@ static enum route route_of(struct hs_str path)
  * returns false on the first that fails; else *route, *grpc and, when asked for, *tenant (see
  * authenticate). */
 static bool pyro_precheck(struct pyro *r, struct hs_http_request *req, enum route *route,
-                          bool *grpc, char **tenant)
+                          bool *grpc, char **tenant, bool *tenant_auth)
 {
     *route = route_of(req->path);
     *grpc = false;
@@ -392,13 +398,13 @@ static bool pyro_precheck(struct pyro *r, struct hs_http_request *req, enum rout
     }
     if (*route == ROUTE_PUSH && hs_http_request_is_h2(req) && is_grpc(req)) {
         *grpc = true;
-        return hs_grpc_request_ok(req) && authenticate(r, req, true, tenant);
+        return hs_grpc_request_ok(req) && authenticate(r, req, true, tenant, tenant_auth);
     }
     if (strcmp(req->method, "POST") != 0) {
         respond_error(req, 405, "method not allowed, supported: [POST]");
         return false;
     }
-    return authenticate(r, req, false, tenant);
+    return authenticate(r, req, false, tenant, tenant_auth);
 }
 
 /* The server's on_headers: a request refused by its headers is answered before its body is
@@ -407,7 +413,7 @@ static void pyro_headers(void *ud, struct hs_http_request *req)
 {
     enum route route;
     bool grpc;
-    pyro_precheck(ud, req, &route, &grpc, NULL);
+    pyro_precheck(ud, req, &route, &grpc, NULL, NULL);
 }
 
 /* The server's on_too_large: a body over max_request_body_size, answered in Connect's JSON
@@ -427,11 +433,12 @@ static void pyro_handle(void *ud, struct hs_http_request *req)
     enum route route;
     bool grpc;
     char *t;
+    bool t_auth;
     /* passed at headers time already; run again for the tenant (see authenticate) */
-    if (!pyro_precheck(r, req, &route, &grpc, &t))
+    if (!pyro_precheck(r, req, &route, &grpc, &t, &t_auth))
         return;
     if (grpc) {
-        push_grpc(r, req, t);
+        push_grpc(r, req, t, t_auth);
         return;
     }
     struct hs_pyro_fail f = {0};
@@ -441,6 +448,7 @@ static void pyro_handle(void *ud, struct hs_http_request *req)
         respond_error(req, 503, "out of memory");
         return;
     }
+    b->tenant_authenticated = t_auth;
     bool json = false;
     int rc;
     if (route == ROUTE_PUSH) {

@@ -89,6 +89,7 @@ struct corr_stats {
     struct hs_counter *checked, *slow, *annotated[3], *released_timeout, *profiles_indexed;
     struct hs_counter *ev_service, *ev_bucket, *ev_span, *ev_type, *ev_stale, *ev_latency,
         *ev_fragment, *ev_parked_limit, *ev_expired;
+    struct hs_counter *tenant_mismatch; /* labels.trace_tenant refused: not the token's tenant */
     struct hs_counter dummy; /* every pointer aims here until start() registers the metrics */
 };
 
@@ -396,6 +397,7 @@ struct correlator {
     uint32_t noutq, capoutq;
     uint64_t outq_spans;
     struct hs_ratelimit log_rl;
+    struct hs_ratelimit tenant_rl; /* tenant mismatch logs, apart from the bound's */
     /* delays from arrival to release (ms), for the bench; NULL unless set */
     uint64_t *delays;
     size_t ndelays, capdelays;

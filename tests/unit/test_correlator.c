@@ -1,6 +1,7 @@
 /* test_correlator.c: the correlator processor driven through its component type: slow-span
  * detection, window/subtree/exact matching, parking and release (profile arrival, max_wait,
- * bound, shutdown), tenants and services kept apart, N+1, the latency baseline and the config.
+ * bound, shutdown), tenants and services kept apart (an authenticated tenant over the span's
+ * label), N+1, the latency baseline and the config.
  * Traces are built with protobuf-c, profiles by hand; every attribute is decoded and checked. */
 #include <math.h>
 #include <setjmp.h>
@@ -393,6 +394,78 @@ static void test_tenants_never_joined(void **state)
     teardown(&f);
 }
 
+/* user-db of tenant b: its own functions, none of tenant a's. */
+static struct hs_profile *userdb_of_b(int64_t from_s, int64_t until_s)
+{
+    const struct pstack st[] = {
+        {{"b.main", "b.(*Store).scan"}, 70, NULL},
+        {{"b.main", "b.idle"}, 30, NULL},
+    };
+    return mkprofile("user-db", from_s, until_s, st, HS_ARRAY_SIZE(st));
+}
+
+/* traces_of, the batch's tenant set as a receiver sets it (authenticated: a per-tenant token). */
+static struct hs_traces *traces_as(const char *batch_tenant, bool authenticated,
+                                   const char *tenant_attr, Span *s)
+{
+    struct hs_traces *t = traces_of("user-db", tenant_attr, 1, (Span **)list(1, s));
+    assert_int_equal(hs_traces_set_tenant(t, batch_tenant, strlen(batch_tenant)), 0);
+    t->tenant_authenticated = authenticated;
+    return t;
+}
+
+/* A span whose batch tenant a per-tenant token decided cannot pick another tenant's profiles
+ * with labels.trace_tenant: it is annotated from its own tenant's (or none), counted once (also
+ * when it parks and is scanned again), and leaves with its batch's tenant. An asserted tenant
+ * (X-Scope-OrgID without tenant auth) is still overridden by the label, as before. */
+static void test_authenticated_tenant_wins(void **state)
+{
+    struct fx f;
+    setup(&f, "{labels: {trace_tenant: tenant.id}}");
+    assert_int_equal(send_profiles(&f, "a", userdb_slow(0, 30)), 0);
+    /* b has no profiles yet: none, rather than a's */
+    Span *s1 = mkspan("SELECT one", 1, S(2), MS(600));
+    assert_int_equal(CT.consume_traces(f.c, traces_as("b", true, "a", s1)), 0);
+    int bi;
+    Span *o = out_span(&f, "SELECT one", &bi);
+    assert_string_equal(astr(o, "profile.match"), "none");
+    assert_string_equal(astr(o, "profile.match_reason"), "no_profiles_for_service");
+    assert_string_equal(f.traces.t[bi]->tenant, "b");
+    assert_true(f.traces.t[bi]->tenant_authenticated);
+    assert_int_equal(metric(&f, "correlator_tenant_mismatch_total", ""), 1);
+
+    /* b's own profiles: the span parks for them and is annotated from b's functions only */
+    assert_int_equal(send_profiles(&f, "b", userdb_of_b(0, 5)), 0);
+    Span *s2 = mkspan("SELECT two", 2, S(3), MS(600));
+    assert_int_equal(CT.consume_traces(f.c, traces_as("b", true, "a", s2)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    assert_int_equal(send_profiles(&f, "b", userdb_of_b(5, 10)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    o = out_span(&f, "SELECT two", &bi);
+    assert_string_equal(astr(o, "profile.match"), "window");
+    const char *top = alist(o, "profile.top_functions");
+    assert_non_null(strstr(top, "Store.scan"));
+    assert_null(strstr(top, "findByEmail"));
+    assert_null(strstr(astr(o, "profile.hot_path"), "findByEmail"));
+    assert_string_equal(f.traces.t[bi]->tenant, "b");
+    assert_int_equal(metric(&f, "correlator_tenant_mismatch_total", ""), 2);
+
+    /* naming its own tenant is no mismatch */
+    Span *s3 = mkspan("SELECT three", 3, S(2), MS(600));
+    assert_int_equal(CT.consume_traces(f.c, traces_as("b", true, "b", s3)), 0);
+    assert_non_null(
+        strstr(alist(out_span(&f, "SELECT three", NULL), "profile.top_functions"), "Store.scan"));
+    assert_int_equal(metric(&f, "correlator_tenant_mismatch_total", ""), 2);
+
+    /* only asserted: the label still chooses (the receiver trusted the header, so the label) */
+    Span *s4 = mkspan("SELECT four", 4, S(2), MS(600));
+    assert_int_equal(CT.consume_traces(f.c, traces_as("b", false, "a", s4)), 0);
+    assert_non_null(
+        strstr(alist(out_span(&f, "SELECT four", NULL), "profile.top_functions"), "findByEmail"));
+    assert_int_equal(metric(&f, "correlator_tenant_mismatch_total", ""), 2);
+    teardown(&f);
+}
+
 /* No profile arrives: max_wait (on the injected clock) releases the span, match none/timeout. */
 static void test_released_by_max_wait(void **state)
 {
@@ -614,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_exact_match_names_the_callees_of_the_span_function),
         cmocka_unit_test(test_exact_span_match),
         cmocka_unit_test(test_tenants_never_joined),
+        cmocka_unit_test(test_authenticated_tenant_wins),
         cmocka_unit_test(test_released_by_max_wait),
         cmocka_unit_test(test_parked_bound_shutdown_and_backpressure),
         cmocka_unit_test(test_n_plus_one),
