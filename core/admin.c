@@ -1,6 +1,7 @@
 /* admin.c: the admin endpoint: /healthz, /healthz/live and /healthz/ready for probes (ready
  * names the exporters that have been failing too long), and /metrics in Prometheus text format,
- * with process CPU, RSS and open file descriptors read at scrape time. */
+ * with process CPU, RSS and open file descriptors read at scrape time; all but the probes behind
+ * admin_auth when it is set. */
 #include "admin.h"
 
 #include <dirent.h>
@@ -11,16 +12,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "common.h"
 #include "config.h"
 #include "http_server.h"
+#include "log.h"
 #include "metrics.h"
 #include "tls.h"
 
 struct admin_route {
     char *prefix;
-    hs_http_handler handler;
+    hs_admin_handler handler;
     void *ud;
 };
 
@@ -30,7 +33,8 @@ struct hs_admin {
     size_t nroutes;
     struct hs_http_server_config conf;
     struct hs_metrics *metrics;
-    bool ready, started; /* started: hs_admin_set_ready(true) was called once */
+    struct hs_auth *auth; /* borrowed; NULL: open */
+    bool ready, started;  /* started: hs_admin_set_ready(true) was called once */
     uint64_t failure_threshold_ms;
     void (*done)(void *ud);
     void *done_ud;
@@ -83,7 +87,7 @@ static double gauge_one(void *ud)
 
 /* A route's prefix matches the path itself or the path's subtree, never "/uix" for "/ui". */
 static bool route_dispatch(struct hs_admin *a, struct hs_http_request *req, bool get,
-                           const struct hs_http_header *allow)
+                           const struct hs_http_header *allow, const char *tenant)
 {
     for (size_t i = 0; i < a->nroutes; i++) {
         const struct admin_route *r = &a->routes[i];
@@ -95,7 +99,7 @@ static bool route_dispatch(struct hs_admin *a, struct hs_http_request *req, bool
             hs_http_respond(req, 405, "text/plain; charset=utf-8", allow, 1,
                             "method not allowed\n", 19);
         else
-            r->handler(r->ud, req);
+            r->handler(r->ud, req, tenant);
         return true;
     }
     return false;
@@ -157,6 +161,47 @@ static void respond_ready(struct hs_admin *a, struct hs_http_request *req)
     free(body);
 }
 
+/* Who may read past the probes. Answers 401 (with the challenges, as a receiver does) and
+ * returns false without a valid credential; else *tenant is the caller's token's tenant, or NULL
+ * for an operator. */
+static bool admin_authorize(struct hs_admin *a, struct hs_http_request *req, const char **tenant)
+{
+    *tenant = NULL;
+    if (!a->auth)
+        return true;
+    enum hs_auth_result r = hs_auth_check(a->auth, req, tenant);
+    if (r == HS_AUTH_OK)
+        return true;
+    struct hs_http_header ch[2];
+    size_t n = hs_auth_challenges(a->auth, r, ch);
+    char body[128];
+    int len = snprintf(body, sizeof(body), "%s\n", hs_auth_message(r));
+    hs_http_respond(req, 401, "text/plain; charset=utf-8", ch, n, body, (size_t)len);
+    return false;
+}
+
+/* /metrics counts every tenant's data: for operators only, not for a tenant's token. */
+static void respond_metrics(struct hs_admin *a, struct hs_http_request *req, const char *tenant)
+{
+    if (tenant) {
+        char body[300];
+        int len = snprintf(body, sizeof(body),
+                           "forbidden: this token is tenant \"%s\"'s, and /metrics counts every "
+                           "tenant's data (use a credential without a tenant)\n",
+                           tenant);
+        hs_http_respond(req, 403, "text/plain; charset=utf-8", NULL, 0, body,
+                        (size_t)HS_MIN(len, (int)sizeof(body) - 1));
+        return;
+    }
+    struct hs_buf b = {0};
+    if (hs_metrics_render(a->metrics, &b) != 0)
+        hs_http_respond_text(req, 500, "out of memory rendering metrics\n");
+    else
+        hs_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0, b.data,
+                        b.len);
+    hs_buf_free(&b);
+}
+
 static void admin_handle(void *ud, struct hs_http_request *req)
 {
     struct hs_admin *a = ud;
@@ -164,6 +209,7 @@ static void admin_handle(void *ud, struct hs_http_request *req)
     static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("GET, HEAD")};
     bool health = hs_str_eq(req->path, "/healthz") || hs_str_eq(req->path, "/") ||
                   hs_str_eq(req->path, "/healthz/ready") || hs_str_eq(req->path, "/healthz/live");
+    const char *tenant;
 
     if (health && !get) {
         hs_http_respond(req, 405, "text/plain; charset=utf-8", &allow, 1,
@@ -174,21 +220,15 @@ static void admin_handle(void *ud, struct hs_http_request *req)
         hs_http_respond(req, 200, "application/json", NULL, 0, body, sizeof(body) - 1);
     } else if (health) {
         respond_ready(a, req);
+    } else if (!admin_authorize(a, req, &tenant)) {
+        return; /* probes above need no credentials; everything below does */
     } else if (hs_str_eq(req->path, "/metrics")) {
-        if (!get) {
+        if (get)
+            respond_metrics(a, req, tenant);
+        else
             hs_http_respond(req, 405, "text/plain; charset=utf-8", &allow, 1,
                             "method not allowed\n", 19);
-            return;
-        }
-        struct hs_buf b = {0};
-        if (hs_metrics_render(a->metrics, &b) != 0) {
-            hs_http_respond_text(req, 500, "out of memory rendering metrics\n");
-        } else {
-            hs_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0,
-                            b.data, b.len);
-        }
-        hs_buf_free(&b);
-    } else if (route_dispatch(a, req, get, &allow)) {
+    } else if (route_dispatch(a, req, get, &allow, tenant)) {
         return;
     } else {
         hs_http_respond_text(req, 404, "not found: the admin endpoint serves /healthz, "
@@ -232,7 +272,7 @@ int hs_admin_start(uv_loop_t *loop, const char *endpoint, const struct hs_tls_se
     return 0;
 }
 
-int hs_admin_route(struct hs_admin *a, const char *prefix, hs_http_handler handler, void *ud)
+int hs_admin_route(struct hs_admin *a, const char *prefix, hs_admin_handler handler, void *ud)
 {
     for (size_t i = 0; i < a->nroutes; i++)
         if (strcmp(a->routes[i].prefix, prefix) == 0)
@@ -253,6 +293,38 @@ void hs_admin_unroute(struct hs_admin *a, void *ud)
             a->routes[kept++] = a->routes[i];
     }
     a->nroutes = kept;
+}
+
+int hs_admin_port(const struct hs_admin *a)
+{
+    return hs_http_server_port(a->server);
+}
+
+/* 127.0.0.0/8, ::1 or localhost: only this machine reaches it. */
+static bool loopback(const char *endpoint)
+{
+    const char *colon = strrchr(endpoint, ':');
+    size_t n = colon ? (size_t)(colon - endpoint) : strlen(endpoint);
+    if (n >= 2 && endpoint[0] == '[' && endpoint[n - 1] == ']') {
+        endpoint++;
+        n -= 2;
+    }
+    return (n >= 4 && memcmp(endpoint, "127.", 4) == 0) ||
+           (n == 9 && memcmp(endpoint, "localhost", 9) == 0) ||
+           (n == 3 && memcmp(endpoint, "::1", 3) == 0);
+}
+
+void hs_admin_set_auth(struct hs_admin *a, struct hs_auth *auth)
+{
+    a->auth = auth;
+    if (auth)
+        hs_auth_start(auth, a->metrics, "admin");
+    else if (!loopback(a->conf.endpoint))
+        hs_log_warn("admin",
+                    "the admin endpoint %s is not on loopback and has no "
+                    "service.telemetry.admin_auth: /metrics and /ui answer whoever reaches it "
+                    "(set admin_auth, or bind it to 127.0.0.1)",
+                    a->conf.endpoint);
 }
 
 void hs_admin_set_ready(struct hs_admin *a, bool ready)

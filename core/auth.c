@@ -467,7 +467,7 @@ int hs_auth_new(const struct hs_auth_config *conf, const struct hs_config_node *
     if (!a->has_bearer && !a->has_basic)
         hs_config_errorf(err, node, path,
                          "no credentials: set bearer_token, basic, tenants or tenants_file "
-                         "(without an auth section the receiver is open)");
+                         "(without this section, every request is let in)");
     if (tenant_conflict(a, msg, sizeof(msg)))
         hs_config_errorf(err, node, path, "%s", msg);
     a->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);

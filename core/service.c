@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "auth.h"
 #include "tls.h"
 #include "buf.h"
 #include "common.h"
@@ -50,6 +51,8 @@ struct telemetry_config {
     char *admin;
     bool admin_tls_enabled;
     struct hs_tls_server_config admin_tls;
+    bool admin_auth_enabled;
+    struct hs_auth_config admin_auth;
     char *log_level;
     char *log_format;
     struct health_config health;
@@ -65,6 +68,11 @@ static const struct hs_config_field telemetry_fields[] = {
      .sub = hs_tls_server_fields, .has_presence = true,
      .presence_offset = offsetof(struct telemetry_config, admin_tls_enabled),
      .doc = "serve the admin endpoint over TLS only (the keys of a listener's `tls:`)"},
+    {"admin_auth", HS_CFG_SECTION, offsetof(struct telemetry_config, admin_auth), NULL,
+     .sub = hs_auth_fields, .has_presence = true,
+     .presence_offset = offsetof(struct telemetry_config, admin_auth_enabled),
+     .doc = "credentials for /metrics and /ui (the keys of a receiver's `auth:`); the /healthz "
+            "probes stay open. A per-tenant token sees its own tenant's /ui only"},
     {"log_level", HS_CFG_ENUM, offsetof(struct telemetry_config, log_level), "info",
      .choices = log_levels, .doc = "least severe level logged"},
     {"log_format", HS_CFG_ENUM, offsetof(struct telemetry_config, log_format), "logfmt",
@@ -109,6 +117,7 @@ struct hs_service {
     struct pipeline *pipelines;
     size_t npipelines;
     struct hs_admin *admin;
+    struct hs_auth *admin_auth; /* NULL: the admin endpoint is open */
     uv_loop_t *loop;
     uint64_t started_ms;
     uint64_t shutdown_ms; /* service.shutdown_timeout; 0 = wait until everything is sent */
@@ -508,10 +517,14 @@ static int load_doc(struct hs_service *s, size_t before, struct hs_service **out
                       "unknown key (known: pipelines, shutdown_timeout, telemetry)");
         }
     }
-    if (hs_config_decode(telemetry_fields, tel, &s->tel, "service.telemetry", err) == 0 &&
-        s->tel.admin_tls_enabled)
-        hs_tls_server_check(&s->tel.admin_tls, hs_config_get(tel, "admin_tls"),
-                            "service.telemetry.admin_tls", err);
+    if (hs_config_decode(telemetry_fields, tel, &s->tel, "service.telemetry", err) == 0) {
+        if (s->tel.admin_tls_enabled)
+            hs_tls_server_check(&s->tel.admin_tls, hs_config_get(tel, "admin_tls"),
+                                "service.telemetry.admin_tls", err);
+        if (s->tel.admin_auth_enabled) /* files read now: `hotspan validate` reports them */
+            hs_auth_new(&s->tel.admin_auth, hs_config_get(tel, "admin_auth"),
+                        "service.telemetry.admin_auth", &s->admin_auth, err);
+    }
     load_section(s, root, HS_KIND_RECEIVER, &s->receivers, &s->nreceivers, err);
     load_section(s, root, HS_KIND_EXPORTER, &s->exporters, &s->nexporters, err);
     size_t before_procs = err->count;
@@ -616,6 +629,7 @@ void hs_service_free(struct hs_service *s)
         destroy_instance(&s->exporters[i]);
     free(s->exporters);
     hs_config_free_fields(telemetry_fields, &s->tel);
+    hs_auth_free(s->admin_auth);
     hs_config_doc_free(&s->doc);
     hs_metrics_free(s->metrics);
     free(s);
@@ -682,8 +696,10 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
     /* the admin endpoint first, so components can add pages to it (hs_admin_route) */
     int rc = hs_admin_start(loop, s->tel.admin, s->tel.admin_tls_enabled ? &s->tel.admin_tls : NULL,
                             s->metrics, &s->admin, err);
-    if (!rc)
+    if (!rc) {
         hs_admin_set_failure_threshold(s->admin, s->tel.health.exporter_failure_threshold_ms);
+        hs_admin_set_auth(s->admin, s->admin_auth);
+    }
     /* downstream first: exporters, then processors back to front, then receivers */
     for (size_t i = 0; i < s->nexporters && !rc; i++)
         rc = start_one(s, &s->exporters[i], err);

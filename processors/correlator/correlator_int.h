@@ -359,22 +359,30 @@ void corr_ui_init(struct corr_ui *ui, uint32_t cap);
 void corr_ui_free(struct corr_ui *ui);
 /* Copies what the note says (bounded: CORR_UI_*) into the ring, evicting the oldest entry. */
 void corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n);
-/* The newest entry with that span id (hex, either case), or NULL; i = 0 is the newest. */
-const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex);
+/* The newest entry with that span id (hex, either case) of `tenant` (NULL: any), or NULL. */
+const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
+                                         const char *tenant);
+/* i = 0 is the newest. */
 const struct corr_ui_entry *corr_ui_get(const struct corr_ui *ui, uint32_t i);
-/* The /ui pages, into out: the list, and one span by its hex id. */
+/* The /ui pages, into out. The list shows one tenant's spans: `tenant`'s, or (NULL) the newest
+ * span's tenant's; with `choose` (an operator) it links every tenant kept, else it names no
+ * other tenant. */
 int corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
-                        struct hs_buf *out);
-/* Returns 0, or HS_ENOENT when no entry has that span id. */
+                        const char *tenant, bool choose, struct hs_buf *out);
+/* One span by its hex id, of `tenant` (NULL: any). Returns 0, or HS_ENOENT when no such entry
+ * (another tenant's span is not there either). */
 int corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
-                        struct hs_str span_hex, struct hs_buf *out);
+                        struct hs_str span_hex, const char *tenant, struct hs_buf *out);
 void corr_ui_render_not_found(struct hs_buf *out);
+/* A page saying `title`: `text` (both plain text, escaped here). */
+void corr_ui_render_message(struct hs_buf *out, const char *title, const char *text);
 /* HTML-escapes n bytes of s into out (& < > " ' as entities). */
 void corr_html_escape(struct hs_buf *out, const char *s, size_t n);
 
 struct hs_http_request;
-/* The admin handler for /ui and /ui/span/<id>; ud is the correlator. */
-void corr_ui_handle(void *ud, struct hs_http_request *req);
+/* The admin handler for /ui and /ui/span/<id>; ud is the correlator, tenant the caller's
+ * (hs_admin_handler). */
+void corr_ui_handle(void *ud, struct hs_http_request *req, const char *tenant);
 
 struct correlator {
     struct hs_component base;

@@ -45,13 +45,15 @@ const struct corr_ui_entry *corr_ui_get(const struct corr_ui *ui, uint32_t i)
     return ui->ring[(ui->head + ui->cap - 1 - i) % ui->cap];
 }
 
-const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex)
+const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
+                                         const char *tenant)
 {
     if (span_hex.len == 0 || span_hex.len > 16)
         return NULL;
     for (uint32_t i = 0; i < ui->n; i++) {
         const struct corr_ui_entry *e = corr_ui_get(ui, i);
-        if (strlen(e->span_hex) == span_hex.len && hs_str_ieq(span_hex, e->span_hex))
+        if (strlen(e->span_hex) == span_hex.len && hs_str_ieq(span_hex, e->span_hex) &&
+            (!tenant || strcmp(e->tenant, tenant) == 0))
             return e;
     }
     return NULL;
@@ -247,6 +249,10 @@ static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_ui_
     e->cpu_share = n->cpu_share;
     e->total = n->total;
     copy_strings(e, n);
+    if (!e->tenant) { /* whose span it is decides who sees it: no entry without its tenant */
+        hs_arena_free(a);
+        return NULL;
+    }
     if (n->svc && n->svc->nnames) {
         struct snap s = {.e = e, .svc = n->svc};
         snapshot_plan(&s, n);
@@ -303,17 +309,65 @@ static void respond_html(struct hs_http_request *req, int status, const struct h
     hs_http_respond(req, status, "text/html; charset=utf-8", h, HS_ARRAY_SIZE(h), b->data, b->len);
 }
 
-void corr_ui_handle(void *ud, struct hs_http_request *req)
+/* The query's `tenant` value, %XX-decoded into out (cap bytes with its NUL). Returns 0 when
+ * absent, 1 when present, -1 when longer than any tenant /ui keeps (CORR_UI_TEXT) or not
+ * decodable. */
+static int query_tenant(struct hs_str q, char *out, size_t cap)
+{
+    for (size_t i = 0; i < q.len;) {
+        const char *amp = memchr(q.ptr + i, '&', q.len - i);
+        size_t end = amp ? (size_t)(amp - q.ptr) : q.len;
+        if (end - i >= 7 && memcmp(q.ptr + i, "tenant=", 7) == 0) {
+            size_t n = 0;
+            for (size_t k = i + 7; k < end; k++) {
+                int ch = (unsigned char)q.ptr[k];
+                if (ch == '%') {
+                    char h[3] = {k + 2 < end ? q.ptr[k + 1] : 0, k + 2 < end ? q.ptr[k + 2] : 0, 0};
+                    char *stop;
+                    ch = (int)strtol(h, &stop, 16);
+                    if (stop != h + 2 || ch == 0)
+                        return -1;
+                    k += 2;
+                }
+                if (n + 1 >= cap)
+                    return -1;
+                out[n++] = (char)ch;
+            }
+            out[n] = '\0';
+            return 1;
+        }
+        i = end + 1;
+    }
+    return 0;
+}
+
+/* /ui and /ui/span/<id>, one tenant at a time: a tenant's token sees its own (asking for another
+ * is 403, another's span 404); an operator (`caller` NULL) chooses with ?tenant=, and without it
+ * sees the newest span's tenant on the list and any tenant's span by its id. */
+void corr_ui_handle(void *ud, struct hs_http_request *req, const char *caller)
 {
     struct correlator *c = ud;
     struct hs_str p = req->path;
     struct hs_buf b = {0};
+    char asked[CORR_UI_TEXT + 1];
+    int q = query_tenant(req->query, asked, sizeof(asked));
+    const char *tenant = caller ? caller : q == 1 ? asked : NULL;
     int status = 200;
-    if (hs_str_eq(p, "/ui") || hs_str_eq(p, "/ui/")) {
-        corr_ui_render_list(&c->ui, &c->conf, &b);
+    if (q < 0) {
+        status = 400;
+        corr_ui_render_message(&b, "Bad request",
+                               "?tenant= is not a tenant /ui could keep (at most 256 bytes, "
+                               "%XX escapes of nonzero bytes).");
+    } else if (caller && q == 1 && strcmp(asked, caller) != 0) {
+        status = 403;
+        corr_ui_render_message(&b, "Forbidden",
+                               "This credential is a tenant's token: it sees that tenant's "
+                               "spans only.");
+    } else if (hs_str_eq(p, "/ui") || hs_str_eq(p, "/ui/")) {
+        corr_ui_render_list(&c->ui, &c->conf, tenant, caller == NULL, &b);
     } else if (p.len > 9 && memcmp(p.ptr, "/ui/span/", 9) == 0) {
         struct hs_str id = {p.ptr + 9, p.len - 9};
-        if (corr_ui_render_span(&c->ui, &c->conf, id, &b) == HS_ENOENT)
+        if (corr_ui_render_span(&c->ui, &c->conf, id, tenant, &b) == HS_ENOENT)
             status = 404;
     } else {
         status = 404;

@@ -95,6 +95,17 @@ static void page_close(struct hs_buf *b)
                   HS_VERSION);
 }
 
+void corr_ui_render_message(struct hs_buf *b, const char *title, const char *text)
+{
+    page_open(b, title);
+    hs_buf_printf(b, "<h1>");
+    esc(b, title);
+    hs_buf_printf(b, "</h1><p class=\"empty\" id=\"message\">");
+    esc(b, text);
+    hs_buf_printf(b, "</p>");
+    page_close(b);
+}
+
 void corr_ui_render_not_found(struct hs_buf *b)
 {
     page_open(b, "not found");
@@ -162,13 +173,31 @@ static void put_match(struct hs_buf *b, const struct corr_ui_entry *e)
 
 /* ---- the list --------------------------------------------------------------------------- */
 
+/* "?tenant=<id>" when the entry has a tenant: a span id is the client's to choose, so a link
+ * names whose span it means. URL-escaped, so nothing in it needs HTML escaping. */
+static void tenant_query(struct hs_buf *b, const char *tenant)
+{
+    if (!*tenant)
+        return;
+    hs_buf_printf(b, "?tenant=");
+    corr_url_escape(b, tenant);
+}
+
+static void span_href(struct hs_buf *b, const struct corr_ui_entry *e)
+{
+    hs_buf_printf(b, "<a href=\"/ui/span/%s", e->span_hex);
+    tenant_query(b, e->tenant);
+    hs_buf_printf(b, "\">");
+}
+
 static void list_row(struct hs_buf *b, const struct corr_ui_entry *e)
 {
     hs_buf_printf(b, "<tr><td class=\"mono\">");
     put_time(b, e->start_ns);
     hs_buf_printf(b, "</td><td>");
     esc(b, e->service);
-    hs_buf_printf(b, "</td><td><a href=\"/ui/span/%s\">", e->span_hex);
+    hs_buf_printf(b, "</td><td>");
+    span_href(b, e);
     esc(b, e->name);
     hs_buf_printf(b, "</a></td><td class=\"num\">");
     put_dur(b, e->dur_ns);
@@ -185,37 +214,94 @@ static void list_row(struct hs_buf *b, const struct corr_ui_entry *e)
         hs_buf_printf(b, "</td><td class=\"num\">%u", e->nplus1);
     else
         hs_buf_printf(b, "</td><td class=\"num\">—");
-    hs_buf_printf(b, "</td><td><a href=\"/ui/span/%s\">details</a></td></tr>\n", e->span_hex);
+    hs_buf_printf(b, "</td><td>");
+    span_href(b, e);
+    hs_buf_printf(b, "details</a></td></tr>\n");
 }
 
-int corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf, struct hs_buf *b)
+#define UI_TENANTS 64 /* tenants an operator's list links to */
+
+/* The operator's tenant bar: a link to each tenant kept (newest first), the shown one marked. */
+static void tenant_bar(struct hs_buf *b, const struct corr_ui *ui, const char *shown)
 {
+    const char *seen[UI_TENANTS];
+    uint32_t n = 0, more = 0;
+    for (uint32_t i = 0; i < ui->n; i++) {
+        const char *t = corr_ui_get(ui, i)->tenant;
+        uint32_t k = 0;
+        while (k < n && strcmp(seen[k], t) != 0)
+            k++;
+        if (k == n && n < UI_TENANTS)
+            seen[n++] = t;
+        else if (k == n)
+            more++;
+    }
+    if (n == 0 || (n == 1 && !*seen[0] && !*shown))
+        return; /* no tenants in use: nothing to choose */
+    hs_buf_printf(b, "<p id=\"tenants\">Tenant:");
+    for (uint32_t k = 0; k < n; k++) {
+        bool cur = strcmp(seen[k], shown) == 0;
+        hs_buf_printf(b, " %s<a href=\"/ui?tenant=", cur ? "<b>" : "");
+        corr_url_escape(b, seen[k]);
+        hs_buf_printf(b, "\">");
+        if (*seen[k])
+            esc(b, seen[k]);
+        else
+            hs_buf_printf(b, "(none)");
+        hs_buf_printf(b, "</a>%s", cur ? "</b>" : "");
+    }
+    if (more)
+        hs_buf_printf(b, " <span class=\"sub\">and %u more (<code>?tenant=</code>)</span>", more);
+    hs_buf_printf(b, "</p>\n");
+}
+
+int corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
+                        const char *tenant, bool choose, struct hs_buf *b)
+{
+    if (!tenant) /* an operator who did not choose: the newest span's tenant */
+        tenant = ui->n ? corr_ui_get(ui, 0)->tenant : "";
+    uint32_t mine = 0;
+    for (uint32_t i = 0; i < ui->n; i++)
+        mine += strcmp(corr_ui_get(ui, i)->tenant, tenant) == 0;
     page_open(b, "recent slow spans");
     hs_buf_printf(b, "<h1>Recent slow spans</h1>\n");
-    if (ui->n == 0) {
+    if (choose) {
+        tenant_bar(b, ui, tenant);
+    } else { /* a tenant's token: its own name, no other */
+        hs_buf_printf(b, "<p id=\"tenants\">Tenant: <b>");
+        esc(b, tenant);
+        hs_buf_printf(b, "</b></p>\n");
+    }
+    if (mine == 0) {
         hs_buf_printf(b, "<p class=\"empty\" id=\"empty\">No slow spans yet. A span slower than "
                          "the correlator's <code>slow</code> settings shows here once it is "
                          "annotated, with its flame graph.</p>\n");
         page_close(b);
         return 0;
     }
-    hs_buf_printf(b,
-                  "<p class=\"sub\">The newest %u of %" PRIu64 " annotated since start "
-                  "(<code>ui.recent</code> keeps %u).</p>\n",
-                  ui->n, ui->seq, ui->cap);
+    if (choose)
+        hs_buf_printf(b,
+                      "<p class=\"sub\">%u of the newest %u of %" PRIu64 " annotated since start "
+                      "(<code>ui.recent</code> keeps %u).</p>\n",
+                      mine, ui->n, ui->seq, ui->cap);
     hs_buf_printf(b, "<table class=\"spans\"><thead><tr><th>Start (UTC)</th><th>Service</th>"
                      "<th>Span</th><th class=\"num\">Duration</th><th>Match</th>"
                      "<th>Top function</th><th class=\"num\">N+1</th><th></th></tr></thead>"
                      "<tbody>\n");
-    uint32_t i = 0;
-    for (; i < ui->n && b->len < PAGE_MAX; i++)
-        list_row(b, corr_ui_get(ui, i));
+    uint32_t i = 0, shown = 0;
+    for (; i < ui->n && b->len < PAGE_MAX; i++) {
+        const struct corr_ui_entry *e = corr_ui_get(ui, i);
+        if (strcmp(e->tenant, tenant) == 0) {
+            list_row(b, e);
+            shown++;
+        }
+    }
     hs_buf_printf(b, "</tbody></table>\n");
-    if (i < ui->n)
+    if (shown < mine)
         hs_buf_printf(b,
                       "<p class=\"sub\">%u older spans not shown: the page is at its size "
                       "bound.</p>\n",
-                      ui->n - i);
+                      mine - shown);
     page_close(b);
     return 0;
 }
@@ -545,9 +631,9 @@ static void put_grown(struct hs_buf *b, const struct corr_config *conf,
 }
 
 int corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
-                        struct hs_str span_hex, struct hs_buf *b)
+                        struct hs_str span_hex, const char *tenant, struct hs_buf *b)
 {
-    const struct corr_ui_entry *e = corr_ui_find(ui, span_hex);
+    const struct corr_ui_entry *e = corr_ui_find(ui, span_hex, tenant);
     if (!e)
         return HS_ENOENT;
     struct hs_buf title = {0};
@@ -555,7 +641,9 @@ int corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf
     hs_buf_putc(&title, 0);
     page_open(b, (const char *)title.data);
     hs_buf_free(&title);
-    hs_buf_printf(b, "<p><a href=\"/ui\">&larr; all recent slow spans</a></p><h1>");
+    hs_buf_printf(b, "<p><a href=\"/ui");
+    tenant_query(b, e->tenant);
+    hs_buf_printf(b, "\">&larr; all recent slow spans</a></p><h1>");
     esc(b, e->service);
     hs_buf_printf(b, " · <span id=\"span-name\">");
     esc(b, e->name);

@@ -1,6 +1,8 @@
 /* test_auth.c: receiver authentication: bearer token(s), token files, htpasswd, per-tenant
  * tokens and the tenant they impose, rotation when a file changes, refusals by reason, config
- * errors naming the file, and the failure counters. */
+ * errors naming the file, and the failure counters; and the same checker in front of the admin
+ * endpoint (admin_auth), over real sockets: probes open, the rest 401 without a credential,
+ * /metrics 403 to a tenant's token, pages told the caller's tenant. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,13 +14,18 @@
 
 #include <cmocka.h>
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <uv.h>
 
+#include "core/admin.h"
 #include "core/auth.h"
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/config.h"
 #include "core/http_server.h"
 #include "core/metrics.h"
+
+#include "sock_client.c"
 
 static char tmpdir[64];
 
@@ -388,6 +395,115 @@ static void test_failures_counted(void **state)
     hs_metrics_free(m);
 }
 
+/* ---- the admin endpoint behind admin_auth ----------------------------------------------- */
+
+struct admin_fx {
+    uv_loop_t loop;
+    uv_async_t async;
+    struct hs_admin *admin;
+    int port;
+    int page_calls;
+    char fail[512];
+};
+
+/* A page as the correlator's /ui is one: it answers with who asked. */
+static void whoami_page(void *ud, struct hs_http_request *req, const char *tenant)
+{
+    struct admin_fx *f = ud;
+    f->page_calls++;
+    char body[200];
+    int n = snprintf(body, sizeof(body), "page for %s\n", tenant ? tenant : "an operator");
+    hs_http_respond(req, 200, "text/plain", NULL, 0, body, (size_t)n);
+}
+
+/* GET path with an Authorization header (NULL: none); checks the status and a substring of the
+ * body and, when given, of the head. Records the first failure in f->fail. */
+static void expect_get(struct admin_fx *f, const char *path, const char *authz, int status,
+                       const char *body_has, const char *head_has)
+{
+    struct cconn c;
+    struct resp r = {0};
+    char req[512];
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n%s%s%s\r\n", path,
+             authz ? "Authorization: " : "", authz ? authz : "", authz ? "\r\n" : "");
+    bool ok = cconnect(f->port, &c, 0) && exchange(&c, req, &r);
+    cclose(&c);
+    if (!f->fail[0] && (!ok || r.status != status || (body_has && !strstr(r.body, body_has)) ||
+                        (head_has && !strstr(r.head, head_has))))
+        snprintf(f->fail, sizeof(f->fail), "GET %s (%s): got %d %.200s%.200s", path,
+                 authz ? authz : "no credentials", r.status, r.head, r.body ? r.body : "");
+    free(r.body);
+}
+
+static void *admin_client(void *arg)
+{
+    struct admin_fx *f = arg;
+    (void)ceof; /* sock_client.c's, for other tests */
+    /* probes carry no credentials */
+    expect_get(f, "/healthz/live", NULL, 200, "\"ok\"", NULL);
+    expect_get(f, "/healthz/ready", NULL, 200, "\"ok\"", NULL);
+    expect_get(f, "/healthz", NULL, 200, "\"ok\"", NULL);
+    /* everything else does; the page is not even asked */
+    expect_get(f, "/metrics", NULL, 401, "missing credentials",
+               "www-authenticate: Bearer realm=\"hotspan\"");
+    expect_get(f, "/ui", NULL, 401, "missing credentials", NULL);
+    expect_get(f, "/ui/span/0102030405060708", "Bearer wrong", 401, "invalid credentials",
+               "error=\"invalid_token\"");
+    expect_get(f, "/nowhere", NULL, 401, NULL, NULL);
+    expect_get(f, "/ui", basic("ops:pw"), 200, "page for an operator", NULL);
+    /* a tenant's token: its own tenant's pages, not every tenant's counts */
+    expect_get(f, "/ui", "Bearer tok-a", 200, "page for team-a", NULL);
+    expect_get(f, "/metrics", "Bearer tok-a", 403, "tenant \"team-a\"'s", NULL);
+    expect_get(f, "/metrics", "Bearer ops-token", 200,
+               "hotspan_receiver_auth_failures_total{receiver=\"admin\",reason=\"missing\"} 3",
+               NULL);
+    expect_get(f, "/nowhere", "Bearer ops-token", 404, NULL, NULL);
+    uv_async_send(&f->async);
+    return NULL;
+}
+
+static void admin_closed(void *ud)
+{
+    uv_close((uv_handle_t *)&((struct admin_fx *)ud)->async, NULL);
+}
+
+static void on_client_done(uv_async_t *a)
+{
+    struct admin_fx *f = a->data;
+    hs_admin_close(f->admin, admin_closed, f);
+}
+
+static void test_admin_endpoint_behind_auth(void **state)
+{
+    struct fx fx;
+    build(&fx, "{tenants: {team-a: tok-a}, bearer_token: {token: ops-token}, "
+               "basic: {htpasswd: {inline: \"ops:pw\"}}}");
+    assert_int_equal(fx.rc, 0);
+    struct admin_fx f = {0};
+    struct hs_metrics *m = hs_metrics_new();
+    struct hs_error err = {0};
+    uv_loop_init(&f.loop);
+    assert_int_equal(hs_admin_start(&f.loop, "127.0.0.1:0", NULL, m, &f.admin, &err), 0);
+    hs_admin_set_auth(f.admin, fx.auth);
+    hs_admin_set_ready(f.admin, true);
+    assert_int_equal(hs_admin_route(f.admin, "/ui", whoami_page, &f), 0);
+    f.port = hs_admin_port(f.admin);
+    assert_true(f.port > 0);
+    uv_async_init(&f.loop, &f.async, on_client_done);
+    f.async.data = &f;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, admin_client, &f), 0);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    pthread_join(th, NULL);
+    if (f.fail[0])
+        fail_msg("%s", f.fail);
+    assert_int_equal(f.page_calls, 2); /* never for a refused caller */
+    assert_int_equal(uv_loop_close(&f.loop), 0);
+    hs_error_free(&err);
+    done(&fx);
+    hs_metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -401,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_tenant_ids),
         cmocka_unit_test(test_rotation),
         cmocka_unit_test(test_failures_counted),
+        cmocka_unit_test(test_admin_endpoint_behind_auth),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

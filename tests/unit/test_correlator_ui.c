@@ -1,7 +1,7 @@
 /* test_correlator_ui.c: the correlator's /ui ring and pages: the ring's bound and eviction, the
  * snapshot's caps (stacks, depth, frames) and merging, HTML escaping of client-sent names, and
  * the pages rendered for a slow N+1 span annotated by the real correlator (rows, flame graph
- * frames, hot path, grown functions, links, 404). */
+ * frames, hot path, grown functions, links, 404), and one tenant at a time. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,7 +48,7 @@ static struct correlator *corr(struct fx *f)
 static char *render_list(const struct correlator *c)
 {
     struct hs_buf b = {0};
-    assert_int_equal(corr_ui_render_list(&c->ui, &c->conf, &b), 0);
+    assert_int_equal(corr_ui_render_list(&c->ui, &c->conf, NULL, true, &b), 0);
     hs_buf_putc(&b, 0);
     return (char *)b.data;
 }
@@ -56,7 +56,7 @@ static char *render_list(const struct correlator *c)
 static char *render_span(const struct correlator *c, const char *hex)
 {
     struct hs_buf b = {0};
-    int rc = corr_ui_render_span(&c->ui, &c->conf, (struct hs_str){hex, strlen(hex)}, &b);
+    int rc = corr_ui_render_span(&c->ui, &c->conf, (struct hs_str){hex, strlen(hex)}, NULL, &b);
     if (rc == HS_ENOENT) {
         assert_int_equal(b.len, 0);
         return NULL;
@@ -114,18 +114,117 @@ static void test_ring_bound_and_eviction(void **state)
     assert_string_equal(corr_ui_get(&ui, 0)->name, "s4"); /* newest first */
     assert_string_equal(corr_ui_get(&ui, 1)->name, "s3");
     assert_string_equal(corr_ui_get(&ui, 2)->name, "s2");
-    assert_null(corr_ui_find(&ui, HS_STR("a0a0a0a0a0a0a0a0"))); /* evicted */
-    assert_null(corr_ui_find(&ui, HS_STR("a1a1a1a1a1a1a1a1")));
-    const struct corr_ui_entry *e = corr_ui_find(&ui, HS_STR("A3A3A3A3A3A3A3A3"));
+    assert_null(corr_ui_find(&ui, HS_STR("a0a0a0a0a0a0a0a0"), NULL)); /* evicted */
+    assert_null(corr_ui_find(&ui, HS_STR("a1a1a1a1a1a1a1a1"), NULL));
+    const struct corr_ui_entry *e = corr_ui_find(&ui, HS_STR("A3A3A3A3A3A3A3A3"), NULL);
     assert_non_null(e);
     assert_string_equal(e->name, "s3");
     assert_string_equal(e->span_hex, "a3a3a3a3a3a3a3a3");
     assert_string_equal(e->trace_hex, "a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3");
     assert_int_equal(e->dur_ns, MS(700));
     assert_int_equal(e->reason, CORR_REASON_TIMEOUT);
-    assert_null(corr_ui_find(&ui, HS_STR("a3a3")));
+    assert_null(corr_ui_find(&ui, HS_STR("a3a3"), NULL));
     corr_ui_free(&ui);
     assert_int_equal(ui.bytes, 0);
+}
+
+static void record_as(struct corr_ui *ui, const char *tenant, char *name, uint8_t *id)
+{
+    struct corr_span sp = fake_span(name, id);
+    sp.tenant = (struct hs_str){tenant, strlen(tenant)};
+    struct corr_ui_note n = {
+        .span = &sp, .kind = CORR_MATCH_NONE, .reason = CORR_REASON_TIMEOUT, .cpu_share = -1};
+    corr_ui_record(ui, &n);
+}
+
+static char *list_of(const struct corr_ui *ui, const char *tenant, bool choose)
+{
+    struct corr_config conf = {0};
+    struct hs_buf b = {0};
+    assert_int_equal(corr_ui_render_list(ui, &conf, tenant, choose, &b), 0);
+    hs_buf_putc(&b, 0);
+    return (char *)b.data;
+}
+
+/* The span page's name, or NULL when it is not found for that tenant. */
+static char *span_of(const struct corr_ui *ui, const char *hex, const char *tenant)
+{
+    struct corr_config conf = {0};
+    struct hs_buf b = {0};
+    if (corr_ui_render_span(ui, &conf, (struct hs_str){hex, strlen(hex)}, tenant, &b) != 0)
+        return NULL;
+    hs_buf_putc(&b, 0);
+    return (char *)b.data;
+}
+
+/* /ui shows one tenant at a time: a tenant's view lists its spans only and names no other
+ * tenant; an operator's defaults to the newest span's tenant and links each tenant kept; a span
+ * page is found within the tenant asked for, so a span id another tenant reused (ids are the
+ * client's) shows the asker's own span, and another tenant's span is not found. */
+static void test_one_tenant_at_a_time(void **state)
+{
+    struct corr_ui ui;
+    corr_ui_init(&ui, 8);
+    uint8_t ida1[16], idb1[16], ida2[16];
+    memset(ida1, 0xa1, 16);
+    memset(idb1, 0xb1, 16);
+    memset(ida2, 0xa2, 16);
+    char a1[] = "a-first", b1[] = "b-first", bdup[] = "b-reused-id", a2[] = "a-newest";
+    record_as(&ui, "a", a1, ida1);
+    record_as(&ui, "b", b1, idb1);
+    record_as(&ui, "b", bdup, ida1); /* tenant b's span with tenant a's span id */
+    record_as(&ui, "a", a2, ida2);
+
+    char *html = list_of(&ui, "b", false); /* tenant b's token */
+    assert_non_null(strstr(html, b1));
+    assert_non_null(strstr(html, bdup));
+    assert_null(strstr(html, "a-"));
+    assert_null(strstr(html, "tenant=a"));
+    assert_non_null(strstr(html, "<p id=\"tenants\">Tenant: <b>b</b></p>"));
+    assert_non_null(strstr(html, "<a href=\"/ui/span/a1a1a1a1a1a1a1a1?tenant=b\">"));
+    free(html);
+
+    html = list_of(&ui, NULL, true); /* an operator without ?tenant=: the newest span's, a */
+    assert_non_null(strstr(html, a1));
+    assert_non_null(strstr(html, a2));
+    assert_null(strstr(html, "b-"));
+    assert_non_null(strstr(html, "Tenant: <b><a href=\"/ui?tenant=a\">a</a></b> "
+                                 "<a href=\"/ui?tenant=b\">b</a></p>"));
+    assert_non_null(strstr(html, "2 of the newest 4 of 4 annotated"));
+    free(html);
+    html = list_of(&ui, "b", true);
+    assert_non_null(strstr(html, b1));
+    assert_null(strstr(html, a2));
+    free(html);
+    html = list_of(&ui, "c", false);
+    assert_non_null(strstr(html, "id=\"empty\""));
+    assert_null(strstr(html, "<table"));
+    free(html);
+
+    html = span_of(&ui, "a1a1a1a1a1a1a1a1", "b");
+    assert_non_null(html);
+    assert_non_null(strstr(html, bdup));
+    assert_null(strstr(html, a1));
+    assert_non_null(strstr(html, "<a href=\"/ui?tenant=b\">&larr;"));
+    free(html);
+    html = span_of(&ui, "a1a1a1a1a1a1a1a1", "a");
+    assert_non_null(strstr(html, a1));
+    free(html);
+    assert_null(span_of(&ui, "a2a2a2a2a2a2a2a2", "b")); /* another tenant's span: not found */
+    html = span_of(&ui, "a2a2a2a2a2a2a2a2", NULL);      /* an operator's, by its id alone */
+    assert_non_null(strstr(html, a2));
+    free(html);
+    corr_ui_free(&ui);
+
+    /* no tenants in use: no tenant bar, the list as it always was */
+    corr_ui_init(&ui, 2);
+    record_as(&ui, "", a1, ida1);
+    html = list_of(&ui, NULL, true);
+    assert_non_null(strstr(html, a1));
+    assert_null(strstr(html, "id=\"tenants\""));
+    assert_non_null(strstr(html, "<a href=\"/ui/span/a1a1a1a1a1a1a1a1\">"));
+    free(html);
+    corr_ui_free(&ui);
 }
 
 /* A fake service of `nf` functions "fn0".. for the snapshot. */
@@ -393,6 +492,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_bound_and_eviction),
+        cmocka_unit_test(test_one_tenant_at_a_time),
         cmocka_unit_test(test_snapshot_caps),
         cmocka_unit_test(test_escaping),
         cmocka_unit_test(test_pages_of_an_nplus1_span),

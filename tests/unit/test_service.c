@@ -159,6 +159,52 @@ static void test_health_threshold_key(void **state)
     hs_buf_free(&ref);
 }
 
+/* service.telemetry.admin_auth: a receiver's `auth:` keys, checked when the config is loaded
+ * (so `hotspan validate` names a missing file or an empty section), with the same positions. */
+static void test_admin_auth_key(void **state)
+{
+    struct hs_error err = {0};
+    const char *ok = "exporters:\n"
+                     "  debug:\n"
+                     "receivers:\n"
+                     "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n"
+                     "service:\n"
+                     "  telemetry:\n"
+                     "    admin_auth: {bearer_token: {token: ops}, tenants: {team-a: tok-a}}\n"
+                     "  pipelines:\n"
+                     "    traces: {receivers: [otlp], exporters: [debug]}\n";
+    assert_int_equal(load(ok, &err, NULL), 0);
+    assert_int_equal(err.count, 0);
+    const char *bad = "exporters:\n"
+                      "  debug:\n"
+                      "receivers:\n"
+                      "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n"
+                      "service:\n"
+                      "  telemetry:\n"
+                      "    admin_auth:\n"
+                      "      tenants_file: /nonexistent/hotspan-tenants\n"
+                      "  pipelines:\n"
+                      "    traces: {receivers: [otlp], exporters: [debug]}\n";
+    assert_int_equal(load(bad, &err, NULL), HS_EINVAL);
+    assert_int_equal(err.count, 1);
+    assert_non_null(strstr(err.lines[0], "t.yaml:8:"));
+    assert_non_null(strstr(err.lines[0], "service.telemetry.admin_auth.tenants_file: "
+                                         "cannot read /nonexistent/hotspan-tenants"));
+    hs_error_free(&err);
+    const char *empty = "exporters:\n"
+                        "  debug:\n"
+                        "receivers:\n"
+                        "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n"
+                        "service:\n"
+                        "  telemetry: {admin_auth: {}}\n"
+                        "  pipelines:\n"
+                        "    traces: {receivers: [otlp], exporters: [debug]}\n";
+    assert_int_equal(load(empty, &err, NULL), HS_EINVAL);
+    assert_int_equal(err.count, 1);
+    assert_non_null(strstr(err.lines[0], "service.telemetry.admin_auth: no credentials"));
+    hs_error_free(&err);
+}
+
 /* A minimal config for every registered type; a type missing here fails the test, so each new
  * component gets its lifecycle checked. */
 static const struct {
@@ -247,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_every_error_at_once),
         cmocka_unit_test(test_receiver_needs_a_protocol),
         cmocka_unit_test(test_health_threshold_key),
+        cmocka_unit_test(test_admin_auth_key),
         cmocka_unit_test(test_lifecycle_of_every_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
