@@ -100,15 +100,16 @@ describe('config/examples', () => {
     });
   }
 
-  it('the commented-out tls: and auth: blocks of gateway.yaml use known keys', async () => {
+  it('the commented-out tls:, auth: and admin_auth: blocks of gateway.yaml use known keys', async () => {
     const text = readFileSync(join(EXAMPLES, 'gateway.yaml'), 'utf8');
     // uncomment the blocks (and drop their trailing remarks), keeping the indentation
     const on = text.split('\n').map((l) => {
-      const m = /^(\s*)# ((?:tls|auth):.*|\s{2}\w+:.*)$/.exec(l);
+      const m = /^(\s*)# ((?:tls|auth|admin_auth):.*|\s{2}\w+:.*)$/.exec(l);
       return m ? `${m[1]}${m[2].replace(/\s+#.*$/, '')}` : l;
     }).join('\n');
     assert.ok((on.match(/^\s+tls:$/gm) || []).length >= 3, 'gateway.yaml lost its tls: blocks');
     assert.ok((on.match(/^\s+auth:$/gm) || []).length >= 2, 'gateway.yaml lost its auth: blocks');
+    assert.match(on, /^\s+admin_auth:$/m, 'gateway.yaml lost its admin_auth: block');
     const dir = mkdtempSync(join(tmpdir(), 'hotspan-examples-'));
     try {
       const copy = join(dir, 'gateway-tls-auth.yaml');
