@@ -63,7 +63,8 @@ static const char *const log_formats[] = {"logfmt", "json", NULL};
 
 static const struct hs_config_field telemetry_fields[] = {
     {"admin", HS_CFG_ENDPOINT, offsetof(struct telemetry_config, admin), "127.0.0.1:13133",
-     .doc = "admin endpoint: /healthz, /healthz/live, /healthz/ready, /metrics (and /ui)"},
+     .doc = "admin endpoint: /healthz, /healthz/live, /healthz/ready, /metrics (and /ui); off "
+            "loopback only with admin_auth"},
     {"admin_tls", HS_CFG_SECTION, offsetof(struct telemetry_config, admin_tls), NULL,
      .sub = hs_tls_server_fields, .has_presence = true,
      .presence_offset = offsetof(struct telemetry_config, admin_tls_enabled),

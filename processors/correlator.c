@@ -38,7 +38,8 @@ static const struct hs_config_field labels_fields[] = {
      "service_name", .doc = "profile label naming a profile's service"},
     {"trace_tenant", HS_CFG_STRING, offsetof(struct corr_config, labels.trace_tenant) - C, NULL,
      .doc = "resource attribute naming a span's tenant (X-Scope-OrgID of its profiles); when "
-            "unset or absent, `tenant` is used"},
+            "unset or absent, the batch's tenant, then `tenant`. Never overrides a per-tenant "
+            "token's tenant (a span naming another is annotated from its own tenant's)"},
     {0},
 };
 #undef C

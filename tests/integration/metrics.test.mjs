@@ -436,6 +436,33 @@ service:
     await stopOk(hs);
   });
 
+  it('a span naming another tenant than its token\'s', async () => {
+    const sink = await startSink();
+    cleanups.push(() => sink.stop());
+    const hs = await hotspan(`receivers:
+  otlp:
+    protocols: {http: {endpoint: 127.0.0.1:0}}
+    auth: {tenants: {a: token-a, b: token-b}}
+processors:
+  correlator: {labels: {trace_tenant: tenant.id}}
+exporters:
+  otlp: {endpoint: http://127.0.0.1:${sink.port}}
+service:
+  telemetry: {admin: 127.0.0.1:0}
+  pipelines:
+    traces: {receivers: [otlp], processors: [correlator], exporters: [otlp]}
+`);
+    const m0 = await fetchMetrics(hs.ports.admin);
+    const resource = { attributes: [...otlp.defaultResource('svc').attributes,
+      { key: 'tenant.id', value: { stringValue: 'a' } }] };
+    const r = await postProto(hs.ports.otlp, otlp.encodeRequest([otlp.makeSpan()], { resource }),
+      { authorization: 'Bearer token-b' });
+    assert.equal(r.status, 200);
+    const m = await fetchMetrics(hs.ports.admin);
+    assertRose(m0, m, 'hotspan_correlator_tenant_mismatch_total', { processor: 'correlator' });
+    await stopOk(hs);
+  });
+
   it('every family in the README table was seen to move', () => {
     for (const [name, file] of Object.entries(ASSERTED_ELSEWHERE)) {
       assert.match(readFileSync(new URL(file, import.meta.url), 'utf8'), /ui\.cut|ui_truncated/,
