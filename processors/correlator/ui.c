@@ -309,6 +309,14 @@ static void respond_html(struct hs_http_request *req, int status, const struct h
     hs_http_respond(req, status, "text/html; charset=utf-8", h, HS_ARRAY_SIZE(h), b->data, b->len);
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
 /* The query's `tenant` value, %XX-decoded into out (cap bytes with its NUL). Returns 0 when
  * absent, 1 when present, -1 when longer than any tenant /ui keeps (CORR_UI_TEXT) or not
  * decodable. */
@@ -322,11 +330,11 @@ static int query_tenant(struct hs_str q, char *out, size_t cap)
             for (size_t k = i + 7; k < end; k++) {
                 int ch = (unsigned char)q.ptr[k];
                 if (ch == '%') {
-                    char h[3] = {k + 2 < end ? q.ptr[k + 1] : 0, k + 2 < end ? q.ptr[k + 2] : 0, 0};
-                    char *stop;
-                    ch = (int)strtol(h, &stop, 16);
-                    if (stop != h + 2 || ch == 0)
+                    int hi = k + 2 < end ? hexval(q.ptr[k + 1]) : -1;
+                    int lo = k + 2 < end ? hexval(q.ptr[k + 2]) : -1;
+                    if (hi < 0 || lo < 0 || (hi | lo) == 0)
                         return -1;
+                    ch = hi << 4 | lo;
                     k += 2;
                 }
                 if (n + 1 >= cap)

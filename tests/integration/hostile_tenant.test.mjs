@@ -254,6 +254,11 @@ service:
     assert.equal(r.status, 403);
     r = await adminGet(port, '/ui?tenant=a', TOKEN_B);
     assert.equal(r.status, 403);
+    r = await adminGet(port, '/ui?tenant=%62', TOKEN_B); // its own name, %-escaped
+    assert.equal(r.status, 200);
+    assert.match(String(r.body), /b-own/);
+    r = await adminGet(port, '/ui?tenant=%6', TOKEN_B);
+    assert.equal(r.status, 400);
     r = await adminGet(port, `/ui/span/${ids['b-claims-a']}`, TOKEN_B);
     assert.equal(r.status, 200);
     assert.match(String(r.body), /tenantB\.scanOrders/);
