@@ -507,7 +507,7 @@ static int visit_span(void *ud, const struct hs_span_view *v)
     if (v->parent_span_id.len == 8 && v->trace_id.len == 16) {
         struct hs_str stmt = {"", 0};
         hs_span_attr_str(x->data, v, HS_ATTR_DB_STATEMENT, &stmt);
-        corr_frags_add(&c->frags, v->trace_id, v->parent_span_id, v->name, stmt);
+        corr_frags_add(&c->frags, s.tenant, v->trace_id, v->parent_span_id, v->name, stmt);
     }
     if (!is_slow(c, &s, s.slow_reason, sizeof(s.slow_reason)))
         return 0;

@@ -228,8 +228,10 @@ struct corr_frag_group {
     char text[CORR_FRAG_TEXT];
 };
 
+#define CORR_FRAG_KEY 32 /* trace id, parent span id, tenant hash */
+
 struct corr_frag {
-    uint8_t key[24]; /* trace id, parent span id */
+    uint8_t key[CORR_FRAG_KEY];
     uint64_t hash;
     uint32_t hnext;  /* index + 1 in the chain, 0 = end */
     uint32_t ngroups;
@@ -245,12 +247,12 @@ struct corr_frags {
 
 void corr_frags_init(struct corr_frags *f, struct corr_stats *stats);
 void corr_frags_free(struct corr_frags *f);
-/* Counts a child span under (trace id, parent span id) by its name and its statement. */
-void corr_frags_add(struct corr_frags *f, struct hs_str trace_id, struct hs_str parent,
-                    struct hs_str name, struct hs_str statement);
-/* The largest group of children of (trace id, span id), or NULL. */
-const struct corr_frag_group *corr_frags_best(struct corr_frags *f, struct hs_str trace_id,
-                                              struct hs_str span_id);
+/* Counts a child span under (tenant, trace id, parent span id) by its name and its statement. */
+void corr_frags_add(struct corr_frags *f, struct hs_str tenant, struct hs_str trace_id,
+                    struct hs_str parent, struct hs_str name, struct hs_str statement);
+/* The largest group of children of (tenant, trace id, span id), or NULL. */
+const struct corr_frag_group *corr_frags_best(struct corr_frags *f, struct hs_str tenant,
+                                              struct hs_str trace_id, struct hs_str span_id);
 /* "SELECT * FROM t WHERE id = ?": numbers and quoted strings to ?, whitespace collapsed. */
 size_t corr_normalize_statement(struct hs_str in, char *out, size_t cap);
 

@@ -378,7 +378,7 @@ const char *corr_reason_name(enum corr_reason r)
 static const struct corr_frag_group *put_nplus1(struct correlator *c, const struct corr_span *s,
                                                 struct hs_buf *attrs)
 {
-    const struct corr_frag_group *g = corr_frags_best(&c->frags, s->trace_id, s->span_id);
+    const struct corr_frag_group *g = corr_frags_best(&c->frags, s->tenant, s->trace_id, s->span_id);
     if (!g || g->count < c->conf.n_plus_one.min_count)
         return NULL;
     hs_attr_string(attrs, HS_ATTR_PATTERN, "n_plus_one", 10);

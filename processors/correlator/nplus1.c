@@ -1,6 +1,8 @@
-/* nplus1.c: a small bounded index of recent trace fragments, (trace id, parent span id) ->
- * children counted by name and by normalized db.statement, to tell a slow span that it made the
- * same call many times (N+1). A ring: the oldest fragment is overwritten first (counted). */
+/* nplus1.c: a small bounded index of recent trace fragments, (tenant, trace id, parent span id)
+ * -> children counted by name and by normalized db.statement, to tell a slow span that it made
+ * the same call many times (N+1). A ring: the oldest fragment is overwritten first (counted).
+ * The tenant is in the key because a trace id crosses tenants when services of two tenants
+ * pass trace context: one tenant's span must never be told another's statements. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,12 +76,13 @@ size_t corr_normalize_statement(struct hs_str in, char *out, size_t cap)
     return n;
 }
 
-static struct corr_frag *frag_find(struct corr_frags *f, const uint8_t key[24], uint64_t h)
+static struct corr_frag *frag_find(struct corr_frags *f, const uint8_t key[CORR_FRAG_KEY],
+                                   uint64_t h)
 {
     if (!f->chains)
         return NULL;
     for (uint32_t i = f->chains[h & CHAIN_MASK]; i; i = f->entries[i - 1].hnext)
-        if (f->entries[i - 1].hash == h && memcmp(f->entries[i - 1].key, key, 24) == 0)
+        if (f->entries[i - 1].hash == h && memcmp(f->entries[i - 1].key, key, CORR_FRAG_KEY) == 0)
             return &f->entries[i - 1];
     return NULL;
 }
@@ -92,7 +95,8 @@ static void chain_unlink(struct corr_frags *f, uint32_t idx)
     *pp = f->entries[idx].hnext;
 }
 
-static struct corr_frag *frag_new(struct corr_frags *f, const uint8_t key[24], uint64_t h)
+static struct corr_frag *frag_new(struct corr_frags *f, const uint8_t key[CORR_FRAG_KEY],
+                                  uint64_t h)
 {
     if (!f->chains)
         f->chains = hs_xcalloc(CORR_FRAG_ENTRIES * 2, sizeof(*f->chains));
@@ -114,18 +118,23 @@ static struct corr_frag *frag_new(struct corr_frags *f, const uint8_t key[24], u
     }
     struct corr_frag *e = &f->entries[idx];
     memset(e, 0, sizeof(*e));
-    memcpy(e->key, key, 24);
+    memcpy(e->key, key, CORR_FRAG_KEY);
     e->hash = h;
     e->hnext = f->chains[h & CHAIN_MASK];
     f->chains[h & CHAIN_MASK] = idx + 1;
     return e;
 }
 
-static void make_key(struct hs_str trace_id, struct hs_str span, uint8_t key[24])
+/* trace id (16), span id (8), a hash of the tenant (8) */
+static uint64_t make_key(struct hs_str tenant, struct hs_str trace_id, struct hs_str span,
+                         uint8_t key[CORR_FRAG_KEY])
 {
-    memset(key, 0, 24);
+    memset(key, 0, CORR_FRAG_KEY);
     memcpy(key, trace_id.ptr, HS_MIN(trace_id.len, 16));
     memcpy(key + 16, span.ptr, HS_MIN(span.len, 8));
+    uint64_t th = frag_hash((const uint8_t *)tenant.ptr, tenant.len, 0x84222325cbf29ce4ULL);
+    memcpy(key + 24, &th, 8);
+    return frag_hash(key, CORR_FRAG_KEY, 0xcbf29ce484222325ULL);
 }
 
 static void group_add(struct corr_frag *e, const char *text, size_t len, bool stmt)
@@ -155,12 +164,11 @@ static void group_add(struct corr_frag *e, const char *text, size_t len, bool st
     g->text[len] = '\0';
 }
 
-void corr_frags_add(struct corr_frags *f, struct hs_str trace_id, struct hs_str parent,
-                    struct hs_str name, struct hs_str statement)
+void corr_frags_add(struct corr_frags *f, struct hs_str tenant, struct hs_str trace_id,
+                    struct hs_str parent, struct hs_str name, struct hs_str statement)
 {
-    uint8_t key[24];
-    make_key(trace_id, parent, key);
-    uint64_t h = frag_hash(key, 24, 0xcbf29ce484222325ULL);
+    uint8_t key[CORR_FRAG_KEY];
+    uint64_t h = make_key(tenant, trace_id, parent, key);
     struct corr_frag *e = frag_find(f, key, h);
     if (!e)
         e = frag_new(f, key, h);
@@ -172,12 +180,11 @@ void corr_frags_add(struct corr_frags *f, struct hs_str trace_id, struct hs_str 
     }
 }
 
-const struct corr_frag_group *corr_frags_best(struct corr_frags *f, struct hs_str trace_id,
-                                              struct hs_str span_id)
+const struct corr_frag_group *corr_frags_best(struct corr_frags *f, struct hs_str tenant,
+                                              struct hs_str trace_id, struct hs_str span_id)
 {
-    uint8_t key[24];
-    make_key(trace_id, span_id, key);
-    struct corr_frag *e = frag_find(f, key, frag_hash(key, 24, 0xcbf29ce484222325ULL));
+    uint8_t key[CORR_FRAG_KEY];
+    struct corr_frag *e = frag_find(f, key, make_key(tenant, trace_id, span_id, key));
     if (!e)
         return NULL;
     const struct corr_frag_group *best = NULL;

@@ -581,6 +581,37 @@ static void test_n_plus_one(void **state)
     teardown(&f);
 }
 
+/* N+1 children are counted per tenant: spans of tenant b that name a span of tenant a as
+ * their parent (trace context passed between the two tenants' services) never tell a's span
+ * about b's statements; a's own children do. */
+static void test_n_plus_one_per_tenant(void **state)
+{
+    struct fx f;
+    setup(&f, "{labels: {trace_tenant: tenant.id}}");
+    Span *parent = mkspan("GET /orders", 1, S(2), MS(800));
+    Span *kids[12];
+    for (int i = 0; i < 12; i++) {
+        kids[i] = mkspan("SELECT secret_b", (uint8_t)(20 + i), S(2), MS(5));
+        child_of(kids[i], parent);
+        set_attr(kids[i], "db.statement", "SELECT * FROM b_only WHERE id = 1");
+    }
+    assert_int_equal(CT.consume_traces(f.c, traces_of("b-svc", "b", 12, (Span **)kids)), 0);
+    Span *mine[10];
+    for (int i = 0; i < 10; i++) {
+        mine[i] = mkspan("SELECT mine", (uint8_t)(40 + i), S(2), MS(5));
+        child_of(mine[i], parent);
+    }
+    assert_int_equal(CT.consume_traces(f.c, traces_of("a-svc", "a", 10, (Span **)mine)), 0);
+    assert_int_equal(
+        CT.consume_traces(f.c, traces_of("a-svc", "a", 1, (Span **)list(1, parent))), 0);
+    Span *o = out_span(&f, "GET /orders", NULL);
+    assert_non_null(o);
+    assert_string_equal(astr(o, "hotspan.pattern"), "n_plus_one");
+    assert_int_equal(attr(o, "hotspan.n_plus_one.count")->int_value, 10);
+    assert_string_equal(astr(o, "hotspan.n_plus_one.statement"), "SELECT mine");
+    teardown(&f);
+}
+
 /* Relative slowness: 5 x the p50 of 20 earlier spans of the name; threshold 0 turns the
  * absolute bound off. */
 static void test_latency_baseline_factor(void **state)
@@ -691,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_released_by_max_wait),
         cmocka_unit_test(test_parked_bound_shutdown_and_backpressure),
         cmocka_unit_test(test_n_plus_one),
+        cmocka_unit_test(test_n_plus_one_per_tenant),
         cmocka_unit_test(test_latency_baseline_factor),
         cmocka_unit_test(test_index_bounds_and_evictions),
         cmocka_unit_test(test_config_errors),
