@@ -280,9 +280,11 @@ static bool python_frame(const char *name, const char *file, struct hs_str *lib)
         at = strstr(path, "/dist-packages/");
     if (at)
         return set_lib(lib, python_module(at + strlen("/site-packages/")));
-    at = strstr(path, "/lib/python");
-    if (at && at[11] >= '0' && at[11] <= '9') {
-        const char *dir = strchr(at + 11, '/');
+    const char *ver = (at = strstr(path, "/lib/python"))     ? at + 11
+                      : (at = strstr(path, "/lib64/python")) ? at + 13 /* Fedora, RHEL */
+                                                             : NULL;
+    if (ver && *ver >= '0' && *ver <= '9') {
+        const char *dir = strchr(ver, '/');
         if (dir && dir[1])
             return set_lib(lib, python_module(dir + 1));
     }

@@ -203,6 +203,8 @@ static void test_python(void **state)
     static const struct frame f[] = {
         {"loads", "/usr/lib/python3.11/json/__init__.py", "json"},
         {"_bootstrap_inner", "/usr/lib/python3.11/threading.py", "threading"},
+        {"select", "/usr/lib64/python3.9/selectors.py", "selectors"},
+        {"handle", "/home/u/lib/pythonic/app.py", NULL}, /* not a version directory */
         {"request", "/app/.venv/lib/python3.12/site-packages/requests/api.py", "requests"},
         {"get", "/usr/lib/python3/dist-packages/requests/api.py", "requests"},
         {"_find_and_load", "<frozen importlib._bootstrap>", "importlib._bootstrap"},
