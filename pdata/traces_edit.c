@@ -195,6 +195,96 @@ static bool has_span(const struct field *ss)
     return false;
 }
 
+/* The key of a KeyValue: its last key field, as protobuf decodes it. */
+static bool kv_key(const uint8_t *p, const uint8_t *end, struct hs_str *key)
+{
+    struct field f;
+    *key = (struct hs_str){"", 0};
+    for (; p < end; p = f.end) {
+        if (!next_field(p, end, &f))
+            return false;
+        if (is_len(&f, 1))
+            *key = (struct hs_str){(const char *)f.val, f.len};
+    }
+    return true;
+}
+
+/* An attribute entry an edit appends. */
+struct added {
+    struct hs_str key;
+    const struct field *entry; /* Span.attributes entry in the edit's attrs */
+    bool present;              /* the span has it already, byte for byte: not appended again */
+};
+
+static struct added *added_find(struct added *a, size_t n, const struct field *entry)
+{
+    struct hs_str k;
+    if (!kv_key(entry->val, entry->val + entry->len, &k))
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (a[i].key.len == k.len && memcmp(a[i].key.ptr, k.ptr, k.len) == 0)
+            return &a[i];
+    return NULL;
+}
+
+/* The body of a span the edit gives attributes: its own fields, then the edit's attributes.
+ * OTLP wants attribute keys unique, and an SDK may already have set one hotspan writes
+ * (otel-profiling-go sets pyroscope.profile.id on root spans): such an attribute is left out,
+ * or, when byte-equal to the edit's, kept in its place and the edit's not appended. Only spans
+ * listed with attributes (slow spans) are read field by field. */
+static int plan_span_attrs(struct plan *pl, const struct field *span, const struct hs_span_edit *e,
+                           struct added *add, struct field *ent, size_t cap)
+{
+    size_t n = 0;
+    const uint8_t *p = e->attrs, *end = e->attrs + e->attrs_len;
+    for (; p < end; p = ent[n++].end) {
+        if (n == cap || !next_field(p, end, &ent[n]) || !is_len(&ent[n], 9) ||
+            !kv_key(ent[n].val, ent[n].val + ent[n].len, &add[n].key))
+            return HS_EINVAL;
+        add[n].entry = &ent[n];
+        add[n].present = false;
+    }
+    struct field f;
+    int rc = 0;
+    for (p = span->val, end = span->val + span->len; rc == 0 && p < end; p = f.end) {
+        if (!next_field(p, end, &f))
+            return HS_EINVAL;
+        struct added *a = is_len(&f, 9) ? added_find(add, n, &f) : NULL;
+        if (!a) {
+            rc = copy(pl, f.at, (size_t)(f.end - f.at));
+        } else if (!a->present && a->entry->len == f.len &&
+                   memcmp(a->entry->val, f.val, f.len) == 0) {
+            a->present = true;
+            rc = copy(pl, f.at, (size_t)(f.end - f.at));
+        } /* else left out: the edit's value replaces it */
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!add[i].present)
+            rc = copy(pl, add[i].entry->at, (size_t)(add[i].entry->end - add[i].entry->at));
+    return rc;
+}
+
+/* plan_span_attrs with room for the edit's entries: on the stack for what the correlator
+ * writes, allocated beyond. */
+static int plan_span_body(struct plan *pl, const struct field *span, const struct hs_span_edit *e)
+{
+    size_t n = 0;
+    struct field f;
+    for (const uint8_t *p = e->attrs, *end = p + e->attrs_len; p < end; p = f.end, n++)
+        if (!next_field(p, end, &f))
+            return HS_EINVAL;
+    struct added add[24];
+    struct field ent[24];
+    if (n <= HS_ARRAY_SIZE(add))
+        return plan_span_attrs(pl, span, e, add, ent, HS_ARRAY_SIZE(add));
+    struct added *a = malloc(n * sizeof(*a));
+    struct field *fs = malloc(n * sizeof(*fs));
+    int rc = a && fs ? plan_span_attrs(pl, span, e, a, fs, n) : HS_ENOMEM;
+    free(a);
+    free(fs);
+    return rc;
+}
+
 static int plan_span(struct plan *pl, const struct field *f)
 {
     size_t at = offset_of(pl, f->val), want = next_offset(pl);
@@ -212,8 +302,7 @@ static int plan_span(struct plan *pl, const struct field *f)
         return copy(pl, f->at, (size_t)(f->end - f->at));
     struct open_msg m;
     int rc;
-    if ((rc = open_msg(pl, TAG_SPAN, &m)) || (rc = copy(pl, f->val, f->len)) ||
-        (rc = copy(pl, e->attrs, e->attrs_len)))
+    if ((rc = open_msg(pl, TAG_SPAN, &m)) || (rc = plan_span_body(pl, f, e)))
         return rc;
     close_msg(pl, &m);
     return 0;

@@ -1,7 +1,8 @@
 /* traces_edit.h: rewriting a batch without decoding it (design.md §11). Spans get attributes
  * appended to their own bytes (a repeated field may appear anywhere in a message, so appending
- * is valid protobuf), or are left out; everything else is copied as it is, and only the length
- * prefixes of the enclosing Span, ScopeSpans and ResourceSpans are rewritten. */
+ * is valid protobuf), replacing any of the same key, or are left out; everything else is copied
+ * as it is, and only the length prefixes of the enclosing Span, ScopeSpans and ResourceSpans
+ * are rewritten. */
 #ifndef HS_TRACES_EDIT_H
 #define HS_TRACES_EDIT_H
 
@@ -25,7 +26,10 @@ int hs_attr_string_array(struct hs_buf *b, const char *key, const char *const *v
 
 struct hs_span_edit {
     size_t offset;        /* the span's hs_span_view.offset in the input batch */
-    const uint8_t *attrs; /* encoded attribute entries to append; may be NULL */
+    /* encoded attribute entries to append; may be NULL. Keys stay unique (OTLP requires it): a
+     * span attribute with the key of one of these is left out, or kept in its place when
+     * byte-equal to it, which is then not appended. */
+    const uint8_t *attrs;
     size_t attrs_len;
     bool remove;          /* leave this span out */
 };

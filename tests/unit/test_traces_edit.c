@@ -1,6 +1,7 @@
 /* test_traces_edit.c: editing batches in their wire form, checked by decoding the result with
- * protobuf-c: appended attributes of every type, removals, empty scopes and resources left out,
- * extraction, length prefixes that grow, bad offsets, and attribute lookups. */
+ * protobuf-c: appended attributes of every type, keys hotspan writes never twice, removals, empty
+ * scopes and resources left out, extraction, length prefixes that grow, bad offsets, and
+ * attribute lookups. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/errors.h"
+#include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
 #include "pdata/traces.h"
 #include "pdata/traces_edit.h"
@@ -131,7 +133,7 @@ static void test_append_every_type(void **state)
     assert_int_equal(out->spans, 5);
     assert_int_equal(out->resource_spans, 1);
     rescan(out, &out_seen);
-    assert_int_equal(out_seen.v[0].attributes, 4 + 9);
+    assert_int_equal(out_seen.v[0].attributes, 3 + 9); /* "empty" was there: replaced */
     assert_int_equal(out_seen.v[1].attributes, 1);
     for (int i = 2; i < 5; i++) /* c, d, e: untouched */
         assert_true(view_bytes_equal(b.p, &in_seen.v[i], out->data, &out_seen.v[i]));
@@ -145,16 +147,16 @@ static void test_append_every_type(void **state)
     assert_int_equal(rs->base.n_unknown_fields, 1); /* field 1000 */
     assert_string_equal(rs->schema_url, "https://opentelemetry.io/schemas/1.24.0");
     Span *s = rs->scope_spans[0]->spans[0];
-    assert_int_equal(s->n_attributes, 13);
-    const char *orig[] = {"http.method", "nested", "empty", "n"};
-    for (int i = 0; i < 4; i++) /* the original ones first, as they were */
+    assert_int_equal(s->n_attributes, 12);
+    const char *orig[] = {"http.method", "nested", "n"};
+    for (int i = 0; i < 3; i++) /* the original ones first, as they were */
         assert_string_equal(s->attributes[i]->key, orig[i]);
     assert_int_equal(s->base.n_unknown_fields, 4);
     assert_int_equal(s->n_events, 2);
     assert_int_equal(s->n_links, 1);
     assert_string_equal(s->status->message, "boom");
     assert_int_equal(s->flags, 0x301);
-    KV **a = s->attributes + 4;
+    KV **a = s->attributes + 3;
     assert_str_kv(a[0], "db.statement", "SELECT 1");
     assert_string_equal(a[1]->key, "slow");
     assert_int_equal(a[1]->value->value_case,
@@ -502,6 +504,129 @@ static void test_empty_span_at_end(void **state)
     hs_buf_free(&attrs);
 }
 
+/* --- unique keys --------------------------------------------------------------------------- */
+
+/* How many times `key` is among the span's attributes, and the last with it in *last. */
+static int key_count(const Span *s, const char *key, const KV **last)
+{
+    int n = 0;
+    for (size_t i = 0; i < s->n_attributes; i++)
+        if (strcmp(s->attributes[i]->key, key) == 0)
+            n++, *last = s->attributes[i];
+    return n;
+}
+
+/* The encoded size of a span's attribute entry (tag, length, KeyValue). */
+static size_t entry_size(const KV *k)
+{
+    size_t n = protobuf_c_message_get_packed_size(&k->base);
+    return 1 + hs_varint_size(n) + n;
+}
+
+/* An attribute hotspan writes that the span already has is replaced, or kept in place when it
+ * is byte-equal (otel-profiling-go's pyroscope.profile.id on a root span); it is never there
+ * twice, in the wire bytes or in the JSON made from them. Attributes of events keep theirs. */
+static void test_unique_keys(void **state)
+{
+    const char *id = "6465666768696a6b";
+    Span *root = span("root", 1); /* pyroscope.profile.id as hotspan writes it, match twice */
+    KV *rid = kv("pyroscope.profile.id", any_str(id));
+    KV *old1 = kv("profile.match", any_str("old")), *old2 = kv("profile.match", any_int(3));
+    root->n_attributes = 4;
+    root->attributes = (KV **)list(4, rid, kv("http.route", any_str("/users")), old1, old2);
+    root->n_events = 1;
+    root->events =
+        (Event **)list(1, event("e", 1, (KV **)list(1, kv("profile.match", any_str("ev")))));
+    Span *child = span("child", 2); /* another value: hotspan's replaces it */
+    child->n_attributes = 2;
+    child->attributes = (KV **)list(2, kv("pyroscope.profile.id", any_str("0000000000000001")),
+                                    kv("x", any_int(1)));
+    Span *other = span("other", 3); /* not edited: untouched, its key included */
+    other->n_attributes = 1;
+    other->attributes = (KV **)list(1, kv("profile.match", any_str("old")));
+    struct bytes b = pack(
+        request("svc", 1,
+                (ScopeSpans **)list(1, scope_spans("s", 3, (Span **)list(3, root, child, other)))));
+    struct seen in_seen, out_seen;
+    struct hs_traces in = batch_of(b, &in_seen);
+
+    struct hs_buf attrs = {0};
+    assert_int_equal(hs_attr_string(&attrs, "profile.match", "span", 4), 0);
+    assert_int_equal(hs_attr_string(&attrs, "pyroscope.profile.id", id, 16), 0);
+    assert_int_equal(hs_attr_string(&attrs, "profile.type", "process_cpu", 11), 0);
+    struct hs_span_edit edits[] = {
+        {.offset = in_seen.v[0].offset, .attrs = attrs.data, .attrs_len = attrs.len},
+        {.offset = in_seen.v[1].offset, .attrs = attrs.data, .attrs_len = attrs.len},
+    };
+    struct hs_traces *out;
+    assert_int_equal(hs_traces_edit(&in, edits, 2, true, &out), 0);
+    rescan(out, &out_seen);
+    Request *r = unpack(out);
+    Span **sp = r->resource_spans[0]->scope_spans[0]->spans;
+
+    /* root: the equal pyroscope.profile.id stays first, where the SDK put it, and hotspan's is
+     * not appended; both profile.match are replaced by one with hotspan's value */
+    const char *root_keys[] = {"pyroscope.profile.id", "http.route", "profile.match",
+                               "profile.type"};
+    assert_int_equal(sp[0]->n_attributes, 4);
+    for (int i = 0; i < 4; i++)
+        assert_string_equal(sp[0]->attributes[i]->key, root_keys[i]);
+    assert_str_kv(sp[0]->attributes[0], "pyroscope.profile.id", id);
+    assert_str_kv(sp[0]->attributes[2], "profile.match", "span");
+    assert_int_equal(out_seen.v[0].len, in_seen.v[0].len - entry_size(old1) - entry_size(old2) +
+                                            attrs.len - entry_size(rid));
+    assert_int_equal(sp[0]->n_events, 1);
+    assert_str_kv(sp[0]->events[0]->attributes[0], "profile.match", "ev");
+    /* child: hotspan's pyroscope.profile.id replaces the other one */
+    const KV *last = NULL;
+    assert_int_equal(key_count(sp[1], "pyroscope.profile.id", &last), 1);
+    assert_str_kv(last, "pyroscope.profile.id", id);
+    assert_int_equal(key_count(sp[1], "profile.match", &last), 1);
+    assert_int_equal(key_count(sp[1], "x", &last), 1);
+    assert_int_equal(sp[1]->n_attributes, 4);
+    /* other: byte for byte as it came */
+    assert_true(view_bytes_equal(b.p, &in_seen.v[2], out->data, &out_seen.v[2]));
+
+    /* the JSON made from the edited batch: pyroscope.profile.id once per edited span, and
+     * profile.match once per span plus the event's */
+    struct hs_buf json = {0};
+    assert_int_equal(hs_otlp_wire_to_json(out->data, out->len, &json), 0);
+    hs_buf_append(&json, "", 1);
+    int ids = 0, matches = 0;
+    for (const char *q = (const char *)json.data;
+         (q = strstr(q, "\"key\":\"pyroscope.profile.id\"")); q++)
+        ids++;
+    for (const char *q = (const char *)json.data; (q = strstr(q, "\"key\":\"profile.match\"")); q++)
+        matches++;
+    assert_int_equal(ids, 2);
+    assert_int_equal(matches, 4);
+    hs_buf_free(&json);
+    hs_traces_unref(out);
+    hs_buf_free(&attrs);
+
+    /* more attributes than the edit keeps on the stack */
+    Span *many = span("many", 4);
+    many->n_attributes = 2;
+    many->attributes = (KV **)list(2, kv("k7", any_str("old")), kv("keep", any_int(1)));
+    b = one_span(many);
+    in = batch_of(b, &in_seen);
+    for (int i = 0; i < 30; i++) {
+        char key[8];
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(hs_attr_string(&attrs, key, "new", 3), 0);
+    }
+    struct hs_span_edit e = {
+        .offset = in_seen.v[0].offset, .attrs = attrs.data, .attrs_len = attrs.len};
+    assert_int_equal(hs_traces_edit(&in, &e, 1, true, &out), 0);
+    Span *m = unpack(out)->resource_spans[0]->scope_spans[0]->spans[0];
+    assert_int_equal(m->n_attributes, 31);
+    assert_int_equal(key_count(m, "k7", &last), 1);
+    assert_str_kv(last, "k7", "new");
+    assert_int_equal(key_count(m, "keep", &last), 1);
+    hs_traces_unref(out);
+    hs_buf_free(&attrs);
+}
+
 /* --- lookups ------------------------------------------------------------------------------- */
 
 static void test_attribute_lookups(void **state)
@@ -549,6 +674,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_length_prefix_grows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_offsets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_span_at_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unique_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attribute_lookups, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
