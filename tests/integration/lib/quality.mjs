@@ -191,14 +191,16 @@ export function namesExpected(kind, entry) {
   return e.fns.some((f) => names(name, f)) && (e.all || []).every((f) => names(name, f));
 }
 
-/** The list that explains a span of this kind (null when hotspan wrote none). */
+/** The list that explains a span of this kind (null when hotspan wrote none): for a span that
+ * waited, profile.offcpu.top_functions, else (for want of it) profile.top_functions. */
 export function explaining(kind, a) {
-  const l = EXPECT[kind].offcpu ? (a['profile.offcpu.top_functions'] ?? null) : (a['profile.top_functions'] ?? null);
+  const l = (EXPECT[kind].offcpu && a['profile.offcpu.top_functions']) || a['profile.top_functions'];
   return Array.isArray(l) ? l : null;
 }
 
 /** Judges one slow span: {match, right} where right = the first entry of the list that
- * explains it names what its ground truth says. */
+ * explains it names what its ground truth says (the tests ask more: the off-CPU attributes
+ * themselves, shares). */
 export function judge(truth, a) {
   const list = explaining(truth.kind, a);
   return { match: a['profile.match'] ?? 'absent', right: !!(list && list.length && namesExpected(truth.kind, list[0])) };

@@ -186,21 +186,14 @@ func (t *Tracer) export() {
 		return
 	}
 	body := t.encode(spans)
-	failed := 0
+	// every URL at once: two collectors fed the same traffic see it at the same moment
+	failures := make(chan bool, len(t.cfg.URLs))
 	for _, u := range t.cfg.URLs {
-		req, err := http.NewRequest("POST", u, bytes.NewReader(body))
-		if err != nil {
-			failed++
-			continue
-		}
-		req.Header.Set("Content-Type", "application/x-protobuf")
-		resp, err := t.client.Do(req)
-		if err != nil {
-			failed++
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
+		go func(u string) { failures <- !t.post(u, body) }(u)
+	}
+	failed := 0
+	for range t.cfg.URLs {
+		if <-failures {
 			failed++
 		}
 	}
@@ -208,6 +201,21 @@ func (t *Tracer) export() {
 	t.exported += len(spans)
 	t.failed += failed
 	t.mu.Unlock()
+}
+
+// post sends one request; true when it was answered 200.
+func (t *Tracer) post(u string, body []byte) bool {
+	req, err := http.NewRequest("POST", u, bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 200
 }
 
 func putAttrs(m *pb.Buf, field int, attrs []Attr) {

@@ -216,9 +216,13 @@ func (s *Session) worker() {
 	for j := range s.jobs {
 		u := Upload{Type: j.kind, FromNs: j.start.UnixNano(), UntilNs: j.end.UnixNano(),
 			SentNs: time.Now().UnixNano(), Bytes: len(j.profile)}
-		for _, addr := range s.cfg.URLs {
-			u.Statuses = append(u.Statuses, s.post(addr, j))
+		u.Statuses = make([]int, len(s.cfg.URLs))
+		var wg sync.WaitGroup
+		for i, addr := range s.cfg.URLs { // every server at once, as with the spans
+			wg.Add(1)
+			go func(i int, addr string) { defer wg.Done(); u.Statuses[i] = s.post(addr, j) }(i, addr)
 		}
+		wg.Wait()
 		s.mu.Lock()
 		s.uploads = append(s.uploads, u)
 		s.mu.Unlock()
