@@ -43,6 +43,9 @@ if (!(DURATION_S > 0 && RATE > 0 && CHILDREN >= 0 && THRESHOLD_MS > 0)) {
   process.exit(2);
 }
 const log = (...a) => console.error('#', ...a);
+// whatever ends this process (an error included) ends the processes it started
+const started = [];
+process.on('exit', () => { for (const p of started) if (p.exitCode === null) p.kill('SIGKILL'); });
 
 // ---- processes ----------------------------------------------------------------------------
 
@@ -108,6 +111,7 @@ const hsA = await startHotspan(qualityConfig({ sinkPort: sinkA.port, psinkPort: 
   correlator: { slow: { threshold: opt.threshold }, max_wait: '30s', slack: '5s', top: 3 } }), hsOpts);
 const hsB = await startHotspan(qualityConfig({ sinkPort: sinkB.port, psinkPort: psinkB.port,
   correlator: null }), hsOpts);
+started.push(hsA.proc, hsB.proc);
 const tee = await startTee([hsA.ports.pyroscope, hsB.ports.pyroscope]);
 const traceUrls = [hsA, hsB].map((h) => `http://127.0.0.1:${h.ports.otlp}/v1/traces`);
 
@@ -117,6 +121,7 @@ const goapp = await startGoApp(buildGoApp(), {
   pyroscopeUrls: [hsA, hsB].map((h) => `http://127.0.0.1:${h.ports.pyroscope}`),
   env: { UPLOAD_MS: opt['go-upload-ms'] },
 });
+started.push(goapp.proc);
 
 // ---- load ---------------------------------------------------------------------------------
 

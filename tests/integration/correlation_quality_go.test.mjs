@@ -117,6 +117,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
     assert.equal(spans.length, report.exported, 'every span arrived');
     assert.equal(byId.size, report.exported, 'no span twice');
     assert.ok(report.uploads.every((u) => u.statuses.every((s) => s === 200)), JSON.stringify(report.uploads));
+    assert.equal(report.droppedUploads, 0, 'no profile dropped at the app');
     const types = new Set(psink.profiles().filter((p) => p.labels.service_name === report.service)
       .map((p) => summarizePprof(p.raw).types.map((x) => x.join('/')).join(',')));
     for (const want of ['samples/count,cpu/nanoseconds', 'goroutine/count',

@@ -151,6 +151,9 @@ func (a *app) handlePrefs(w http.ResponseWriter, r *http.Request) {
 
 func (a *app) handleReport(w http.ResponseWriter, r *http.Request) {
 	rows, depths, per := qint(r, "rows", 2), qint(r, "depths", 36), qms(r, "per", 1)
+	if depths < 1 {
+		depths = 1
+	}
 	a.serve(w, r, "/report", "report", func(ctx context.Context, t *Truth) {
 		var st reportStats
 		buildReport(rows, depths, per, &st)
@@ -188,6 +191,7 @@ type report struct {
 	Ended    int                `json:"ended"`
 	Exported int                `json:"exported"`
 	Failed   int                `json:"failedExports"`
+	Dropped  int                `json:"droppedUploads"`
 }
 
 func (a *app) report() report {
@@ -196,7 +200,7 @@ func (a *app) report() report {
 	a.mu.Unlock()
 	ended, exp, failed := a.tracer.Counts()
 	return report{Service: a.service, Spans: spans, Uploads: a.session.Uploads(),
-		Ended: ended, Exported: exp, Failed: failed}
+		Ended: ended, Exported: exp, Failed: failed, Dropped: a.session.Dropped()}
 }
 
 func main() {

@@ -99,6 +99,7 @@ type Session struct {
 	stopOnce         sync.Once
 	mu               sync.Mutex
 	uploads          []Upload
+	dropped          int
 }
 
 // appName is Pyroscope's `app{k=v,...}` with sorted keys (labelset.Normalized).
@@ -166,16 +167,16 @@ func (s *Session) uploadData(start, end time.Time) {
 	cpu := append([]byte(nil), s.cpuBuf.Bytes()...)
 	s.cpuBuf.Reset()
 	pprof.StartCPUProfile(&s.cpuBuf)
-	s.jobs <- job{kind: "cpu", name: s.sdkName, start: start, end: end, sampleRate: 100,
-		units: "samples", aggType: "sum", profile: cpu}
+	s.enqueue(job{kind: "cpu", name: s.sdkName, start: start, end: end, sampleRate: 100,
+		units: "samples", aggType: "sum", profile: cpu})
 	var g bytes.Buffer
 	pprof.Lookup("goroutine").WriteTo(&g, 0)
-	s.jobs <- job{kind: "goroutines", name: s.sdkName, start: start, end: end,
-		units: "goroutines", aggType: "average", profile: g.Bytes(), stc: stcGoroutines}
-	s.jobs <- job{kind: "block", name: s.deltaName, start: start, end: end,
-		profile: s.block.profile(end), stc: stcBlock}
-	s.jobs <- job{kind: "mutex", name: s.deltaName, start: start, end: end,
-		profile: s.mutex.profile(end), stc: stcMutex}
+	s.enqueue(job{kind: "goroutines", name: s.sdkName, start: start, end: end,
+		units: "goroutines", aggType: "average", profile: g.Bytes(), stc: stcGoroutines})
+	s.enqueue(job{kind: "block", name: s.deltaName, start: start, end: end,
+		profile: s.block.profile(end), stc: stcBlock})
+	s.enqueue(job{kind: "mutex", name: s.deltaName, start: start, end: end,
+		profile: s.mutex.profile(end), stc: stcMutex})
 	// the heap profile is as of the last GC: force one when none ran this period
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -185,8 +186,8 @@ func (s *Session) uploadData(start, end time.Time) {
 	}
 	if ms.NumGC != s.lastGC {
 		s.lastGC = ms.NumGC
-		s.jobs <- job{kind: "heap", name: s.deltaName, start: start, end: end, sampleRate: 100,
-			profile: s.heap.profile(end), stc: stcHeap}
+		s.enqueue(job{kind: "heap", name: s.deltaName, start: start, end: end, sampleRate: 100,
+			profile: s.heap.profile(end), stc: stcHeap})
 	}
 }
 
@@ -196,12 +197,30 @@ func (s *Session) Stop() {
 		close(s.stopCh)
 		<-s.loopDone
 		pprof.StopCPUProfile()
-		s.jobs <- job{kind: "cpu", name: s.sdkName, start: s.startTime, end: time.Now(),
+		s.enqueue(job{kind: "cpu", name: s.sdkName, start: s.startTime, end: time.Now(),
 			sampleRate: 100, units: "samples", aggType: "sum",
-			profile: append([]byte(nil), s.cpuBuf.Bytes()...)}
+			profile: append([]byte(nil), s.cpuBuf.Bytes()...)})
 		close(s.jobs)
 		<-s.workerDone
 	})
+}
+
+// enqueue hands a job to the uploader; a full queue drops it, as remote.go's Upload does.
+func (s *Session) enqueue(j job) {
+	select {
+	case s.jobs <- j:
+	default:
+		s.mu.Lock()
+		s.dropped++
+		s.mu.Unlock()
+	}
+}
+
+// Dropped is how many profiles the full queue dropped.
+func (s *Session) Dropped() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
 }
 
 // Uploads returns what was sent so far.
