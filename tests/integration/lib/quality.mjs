@@ -254,3 +254,23 @@ export function firstProfileMs(psink, service, type = 'cpu') {
   }
   return first;
 }
+
+/** Every function name in the profiles of `service` the Pyroscope sink received, as the
+ * profiler wrote it. */
+export function profileFunctionNames(psink, service) {
+  const out = new Set();
+  for (const p of psink.profiles()) {
+    if (p.labels?.service_name !== service) continue;
+    const prof = Profile.decode(maybeGunzip(p.raw));
+    for (const f of prof.function) out.add(prof.stringTable.strings[Number(f.name)]);
+  }
+  return out;
+}
+
+/** The function names a span's annotation shows: profile.top_functions,
+ * profile.offcpu.top_functions (names, without share and note) and profile.hot_path's frames. */
+export function annotatedNames(a) {
+  const list = (k) => (Array.isArray(a[k]) ? a[k].map((e) => parseEntry(e).name) : []);
+  return [...list('profile.top_functions'), ...list('profile.offcpu.top_functions'),
+    ...(a['profile.hot_path'] ? a['profile.hot_path'].split(' > ') : [])];
+}
