@@ -58,8 +58,12 @@ const AuthService = {
   verifyPassword(password, budgetNs, t) {
     const c0 = cpuNow();
     let key;
-    while (cpuNow() - c0 < budgetNs) key = pbkdf2Sync(password, salt, 5000, 32, 'sha256');
-    const used = cpuNow() - c0;
+    let used = 0;
+    // the clock read less and less often (each read is a frame of its own in the profile)
+    for (let batch = 1; used < budgetNs; batch *= used < budgetNs / 4 ? 2 : 1) {
+      for (let i = 0; i < batch; i += 1) key = pbkdf2Sync(password, salt, 5000, 32, 'sha256');
+      used = cpuNow() - c0;
+    }
     t.fns.verifyPassword = used;
     t.fns['node:crypto pbkdf2Sync'] = used; // all of it but the clock reads
     return key;
