@@ -12,7 +12,7 @@ import http from 'node:http';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { startHotspan } from '../tests/integration/lib/hotspan.mjs';
+import { startHotspan, HOTSPAN_BIN } from '../tests/integration/lib/hotspan.mjs';
 import { Sink } from '../tests/integration/lib/sink.mjs';
 import { PyroscopeSink } from '../tests/integration/lib/pyroscope_sink.mjs';
 import {
@@ -245,7 +245,8 @@ console.log(`hotspan correlation score: ${DURATION_S}s of traffic, ${spansA} spa
   `(${(spansA / DURATION_S).toFixed(0)}/s), ${pc(score.slow, spansA)} slow (>= ${opt.threshold}); ` +
   `Go ${RATE} req/s uploading every ${opt['go-upload-ms']} ms` +
   `${opt['no-node'] ? '' : `, Node ${opt['node-rate']} req/s flushing every ${opt['node-flush-ms']} ms`}` +
-  `; ${readdirSync('/sys/devices/system/cpu').filter((d) => /^cpu\d+$/.test(d)).length} cores; ${rev}`);
+  `; ${readdirSync('/sys/devices/system/cpu').filter((d) => /^cpu\d+$/.test(d)).length} cores; ` +
+  `${HOTSPAN_BIN}, apps at ${rev}`);
 console.log(`slow spans annotated with the right function  ${score.right} of ${judged} (${pc(score.right, judged)})` +
   `${score.unjudged ? `; ${score.unjudged} more slow spans without ground truth (children, fast requests slowed by load)` : ''}`);
 for (const [kind, k] of Object.entries(score.byKind)) {
