@@ -1,0 +1,3 @@
+module hotspan.test/goapp
+
+go 1.19
