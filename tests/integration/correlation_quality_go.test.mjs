@@ -46,8 +46,6 @@ const TODO_COLD = 'needs h16-corr: a slow span of a service that has not sent it
 const TODO_LIB = 'needs h16-corr: library frames summarised under the application function that called them';
 const TODO_EXACT = 'needs h16-corr: exact shares from all of a span\'s samples, not its 8 heaviest stacks';
 const TODO_OFFCPU = 'needs h16-corr: profile.offcpu.* from the mutex/block/goroutine profiles';
-const TODO_UNIQUE = 'needs h16-names: an attribute the span already carries is not written twice';
-const TODO_NAMES = 'needs h16-names: mutex and block profiles named mutex and block';
 
 describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go labels, pyroscope-go uploads)', () => {
   let sink;
@@ -222,7 +220,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
     }
   });
 
-  it('pyroscope.profile.id, which the SDK set, is on every root span exactly once', { todo: TODO_UNIQUE }, () => {
+  it('pyroscope.profile.id, which the SDK set, is on every root span exactly once', () => {
     for (const t of report.spans) {
       const s = span(t);
       assert.equal(attrCount(s, 'pyroscope.profile.id'), 1,
@@ -231,7 +229,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
     }
   });
 
-  it('mutex and block profiles reach Pyroscope as two series', { todo: TODO_NAMES }, () => {
+  it('mutex and block profiles reach Pyroscope as two series', () => {
     const lock = psink.profiles().filter((p) => p.labels.service_name === report.service &&
       summarizePprof(p.raw).types.some(([ty]) => ty === 'contentions'));
     const byName = {};
