@@ -19,7 +19,7 @@
 #include "core/http_client.h"
 #include "core/log.h"
 #include "core/tls.h"
-#include "core/sender.h"
+#include "exporters/helper/sender.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "pdata/otlp_json.h"
 #include "pdata/traces.h"

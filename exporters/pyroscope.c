@@ -1,6 +1,7 @@
 /* pyroscope.c: the `pyroscope` exporter: profiles sent on to Pyroscope byte for byte, through
- * the shared sending queue (core/sender.h), as a Connect Push request per batch (wire.md §6, what
- * Grafana Alloy's pyroscope.write does) or one legacy /ingest upload per profile (wire.md §5). */
+ * the shared sending queue (exporters/helper/sender.h), as a Connect Push request per batch
+ * (wire.md §6, what Grafana Alloy's pyroscope.write does) or one legacy /ingest upload per profile
+ * (wire.md §5). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 #include "core/compress.h"
 #include "core/config.h"
 #include "core/log.h"
-#include "core/sender.h"
+#include "exporters/helper/sender.h"
 #include "core/tls.h"
 #include "pdata/profiles.h"
 #include "push/v1/push.pb-c.h"

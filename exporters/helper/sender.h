@@ -10,9 +10,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "config.h"
-#include "http_client.h"
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/http_client.h"
 
 struct hs_sender;
 struct hs_metrics;

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common.h"
-#include "component.h"
-#include "errors.h"
-#include "log.h"
-#include "metrics.h"
+#include "core/common.h"
+#include "core/component.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "core/metrics.h"
 #include "queue_store.h"
 
 #define LOG_BODY_BYTES 200
