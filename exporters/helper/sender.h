@@ -17,8 +17,8 @@
 struct hs_sender;
 struct hs_metrics;
 
-/* `sending_queue`: embed in the exporter's config struct as an HS_CFG_SECTION with
- * .sub = hs_sender_queue_fields. */
+/* `sending_queue`: a section of the exporter helper's shared rows (hs_exporter_fields,
+ * exporter.h), decoded with .sub = hs_sender_queue_fields. */
 struct hs_sender_queue_config {
     bool enabled;
     uint32_t num_consumers;
