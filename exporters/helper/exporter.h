@@ -60,8 +60,8 @@ struct hs_exporter_ops {
  * An instance lives as a component does: create (hs_exporter_init, hs_exporter_configure), start,
  * consume, shutdown, destroy. The core drives those made from the config; an exporter that owns
  * others (load_balancing, one per backend) may create and shut them down at any time: it sets
- * base.id before their first use, as the core does. What start registers (metrics, health) is
- * removed once shutdown is done. */
+ * base.id before their first use, as the core does. The gauges and health source start
+ * registers are removed once shutdown is done (counters stay: they never go back). */
 struct hs_exporter {
     struct hs_component base;
     char *url;             /* where requests go unless one builds its own; freed by the helper */
