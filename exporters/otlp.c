@@ -1,7 +1,7 @@
 /* otlp.c: the `otlp` / `otlphttp` exporter: batches sent as OTLP/HTTP (protobuf or JSON, gzip)
- * or OTLP/gRPC (h2c or TLS, gzip) to a backend such as Tempo, through a bounded queue, a fixed
- * number of concurrent requests and retries with backoff per wire.md §2, §3 (otelcol's otlp and
- * otlphttp exporters and their helper). */
+ * or OTLP/gRPC (h2c or TLS, gzip) to a backend such as Tempo, per wire.md §2, §3 (otelcol's otlp
+ * and otlphttp exporters). Queue, retries, persistence and lifecycle are the exporter helper's
+ * (exporters/helper/exporter.h). */
 #include <assert.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -18,8 +18,7 @@
 #include "core/grpc.h"
 #include "core/http_client.h"
 #include "core/log.h"
-#include "core/tls.h"
-#include "core/sender.h"
+#include "exporters/helper/exporter.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "pdata/otlp_json.h"
 #include "pdata/traces.h"
@@ -30,15 +29,11 @@
 
 struct otlp_config {
     char *protocol;
-    struct hs_tls_client_config tls;
     char *endpoint;
     char *traces_endpoint;
-    struct hs_strmap headers;
     char *compression;
     char *encoding;
-    uint64_t timeout_ms;
-    struct hs_sender_queue_config queue;
-    struct hs_sender_retry_config retry;
+    struct hs_exporter_config common; /* timeout, headers, sending_queue, retry_on_failure, tls */
 };
 
 static const char *const compression_choices[] = {"gzip", "none", NULL};
@@ -53,44 +48,26 @@ static const struct hs_config_field otlp_fields[] = {
     {"protocol", HS_CFG_ENUM, offsetof(struct otlp_config, protocol), "http/protobuf",
      .choices = protocol_choices,
      .doc = "http/protobuf: OTLP/HTTP (see encoding); grpc: OTLP/gRPC over HTTP/2"},
-    {"tls", HS_CFG_SECTION, offsetof(struct otlp_config, tls), NULL, .sub = hs_tls_client_fields,
-     .doc = "TLS for https:// endpoints and grpc (unless insecure: true); reloaded on SIGHUP"},
     {"endpoint", HS_CFG_STRING, offsetof(struct otlp_config, endpoint), NULL,
      .doc = "http/protobuf: base URL of the backend, e.g. https://tempo:4318 (/v1/traces is "
             "appended); grpc: host:port (TLS unless tls.insecure), https://host:port (TLS) or "
             "http://host:port (h2c), e.g. tempo:4317"},
     {"traces_endpoint", HS_CFG_URL, offsetof(struct otlp_config, traces_endpoint), NULL,
      .doc = "full URL for traces, used as is (overrides endpoint)"},
-    {"headers", HS_CFG_STRMAP, offsetof(struct otlp_config, headers), NULL,
-     .doc = "extra request headers, e.g. X-Scope-OrgID or Authorization"},
     {"compression", HS_CFG_ENUM, offsetof(struct otlp_config, compression), "gzip",
      .choices = compression_choices, .doc = "request body compression"},
     {"encoding", HS_CFG_ENUM, offsetof(struct otlp_config, encoding), "proto",
      .choices = encoding_choices, .doc = "OTLP/HTTP body encoding: protobuf or JSON"},
-    {"timeout", HS_CFG_DURATION, offsetof(struct otlp_config, timeout_ms), "30s", .min = 1,
-     .max = 3600000, .doc = "time limit of one request, connecting included"},
-    {"sending_queue", HS_CFG_SECTION, offsetof(struct otlp_config, queue), NULL,
-     .sub = hs_sender_queue_fields,
-     .doc = "the queue in front of the backend: in memory, or on disk with storage"},
-    {"retry_on_failure", HS_CFG_SECTION, offsetof(struct otlp_config, retry), NULL,
-     .sub = hs_sender_retry_fields,
-     .doc = "exponential backoff with jitter, honouring Retry-After"},
+    {"exporter", HS_CFG_INLINE, offsetof(struct otlp_config, common), .sub = hs_exporter_fields},
     {0},
 };
 
 struct otlp_exp {
-    struct hs_component base;
+    struct hs_exporter x; /* first: the helper frees the struct */
     struct otlp_config conf;
-    char *url;
-    char **headers;
-    size_t header_count;
     bool gzip, json, grpc;
-    bool grpc_tls;              /* grpc over TLS (h2 by ALPN), else h2c */
-    struct hs_tls_client *tls; /* the files of conf.tls, reloaded on SIGHUP */
+    bool grpc_tls;     /* grpc over TLS (h2 by ALPN), else h2c */
     char errtext[600]; /* a gRPC failure's text, for the sender's log line (one at a time) */
-    struct hs_sender *sender;
-    bool closing;
-    hs_done_cb done;
     struct hs_ratelimit log_rl;
 };
 
@@ -126,82 +103,52 @@ static char *traces_url(const struct otlp_config *conf)
     return (char *)b.data;
 }
 
-static void add_header(struct otlp_exp *e, const char *name, const char *value)
-{
-    struct hs_buf b = {0};
-    if (hs_buf_printf(&b, "%s: %s", name, value) != 0)
-        abort(); /* a few bytes at create time: treat like hs_xmalloc */
-    e->headers[e->header_count++] = (char *)b.data;
-}
-
 /* gRPC request headers (PROTOCOL-HTTP2.md); configured headers travel as metadata, which curl
  * lower-cases on HTTP/2 as gRPC wants. */
 static void build_grpc_headers(struct otlp_exp *e)
 {
-    const struct hs_strmap *h = &e->conf.headers;
     char timeout[24];
-    hs_grpc_timeout_format(e->conf.timeout_ms, timeout, sizeof(timeout));
-    e->headers = hs_xcalloc(6 + h->count, sizeof(*e->headers));
-    add_header(e, "Content-Type", "application/grpc");
-    add_header(e, "TE", "trailers");
+    hs_grpc_timeout_format(e->conf.common.timeout_ms, timeout, sizeof(timeout));
+    hs_exporter_header(&e->x, "Content-Type", "application/grpc");
+    hs_exporter_header(&e->x, "TE", "trailers");
     if (e->gzip)
-        add_header(e, "grpc-encoding", "gzip");
-    add_header(e, "grpc-accept-encoding", HS_GRPC_ACCEPT_ENCODING);
-    add_header(e, "grpc-timeout", timeout);
-    add_header(e, "User-Agent", "hotspan/" HS_VERSION " grpc-c/hotspan");
-    for (size_t i = 0; i < h->count; i++)
-        add_header(e, h->keys[i], h->values[i]);
+        hs_exporter_header(&e->x, "grpc-encoding", "gzip");
+    hs_exporter_header(&e->x, "grpc-accept-encoding", HS_GRPC_ACCEPT_ENCODING);
+    hs_exporter_header(&e->x, "grpc-timeout", timeout);
+    hs_exporter_header(&e->x, "User-Agent", "hotspan/" HS_VERSION " grpc-c/hotspan");
 }
 
+/* Our lines; the configured headers follow them (the helper adds those). */
 static void build_headers(struct otlp_exp *e)
 {
-    const struct hs_strmap *h = &e->conf.headers;
     if (e->grpc) {
         build_grpc_headers(e);
         return;
     }
-    e->headers = hs_xcalloc(3 + h->count, sizeof(*e->headers));
-    add_header(e, "Content-Type", e->json ? "application/json" : "application/x-protobuf");
+    hs_exporter_header(&e->x, "Content-Type",
+                       e->json ? "application/json" : "application/x-protobuf");
     if (e->gzip)
-        add_header(e, "Content-Encoding", "gzip");
-    add_header(e, "User-Agent", "hotspan/" HS_VERSION);
-    for (size_t i = 0; i < h->count; i++)
-        add_header(e, h->keys[i], h->values[i]);
+        hs_exporter_header(&e->x, "Content-Encoding", "gzip");
+    hs_exporter_header(&e->x, "User-Agent", "hotspan/" HS_VERSION);
 }
 
-static void exp_free(struct otlp_exp *e)
-{
-    hs_sender_free(e->sender);
-    for (size_t i = 0; i < e->header_count; i++)
-        free(e->headers[i]);
-    free(e->headers);
-    free(e->url);
-    hs_tls_client_free(e->tls);
-    hs_config_free_fields(otlp_fields, &e->conf);
-    free(e);
-}
-
-/* ---- the sender's hooks ----------------------------------------------------------------- */
+/* ---- the helper's hooks ----------------------------------------------------------------- */
 
 static int otlp_encode(void *ud, void *item, uint32_t part, struct hs_sender_request *req)
 {
-    struct otlp_exp *e = ud;
+    struct otlp_exp *e = hs_container_of(ud, struct otlp_exp, x);
     const struct hs_traces *t = item;
     req->count = t->spans;
-    req->url = e->url;
-    req->headers = (const char *const *)e->headers;
-    req->header_count = e->header_count;
+    req->url = e->x.url;
+    req->headers = (const char *const *)e->x.headers;
+    req->header_count = e->x.header_count;
     const uint8_t *p = t->data;
     size_t len = t->len;
     struct hs_buf json = {0};
-    int rc = 0;
-    /* the batch's tenant travels per request; a configured X-Scope-OrgID wins (as in
-     * exporters/pyroscope.c), so a fixed-tenant backend stays fixed */
-    bool tenant_configured = false;
-    for (size_t i = 0; i < e->header_count; i++)
-        tenant_configured |= strncasecmp(e->headers[i], "x-scope-orgid:", 14) == 0;
-    if (t->tenant[0] && !tenant_configured &&
-        (rc = hs_sender_request_header(req, "X-Scope-OrgID", t->tenant)) != 0)
+    /* the batch's tenant travels per request; a configured X-Scope-OrgID wins, so a
+     * fixed-tenant backend stays fixed */
+    int rc = hs_exporter_tenant_header(&e->x, req, t->tenant);
+    if (rc != 0)
         return rc;
     if (e->grpc && e->gzip) { /* the batch is the message, gzipped behind its prefix */
         if ((rc = hs_grpc_frame(&req->body_buf, p, len, true)) != 0)
@@ -242,11 +189,6 @@ static int otlp_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
 out:
     hs_buf_free(&json);
     return rc;
-}
-
-static void otlp_release(void *ud, void *item)
-{
-    hs_traces_unref(item);
 }
 
 /* The response to a 2xx: partial_success.rejected_spans, from protobuf, a gRPC message or
@@ -303,14 +245,14 @@ static int64_t partial_rejected(const struct hs_http_result *res, char *msg, siz
 static uint32_t otlp_on_success(void *ud, void *item, const struct hs_sender_request *req,
                                 const struct hs_http_result *res)
 {
-    struct otlp_exp *e = ud;
+    struct otlp_exp *e = hs_container_of(ud, struct otlp_exp, x);
     char msg[256];
     uint32_t spans = req->count;
     int64_t rejected = partial_rejected(res, msg, sizeof(msg));
     uint32_t bad = rejected <= 0 ? 0 : rejected >= spans ? spans : (uint32_t)rejected;
     uint32_t suppressed;
     if ((bad || msg[0]) && hs_ratelimit_allow(&e->log_rl, hs_now_ms(), &suppressed))
-        hs_log_warn(e->base.id,
+        hs_log_warn(e->x.base.id,
                     "backend rejected %u of %u spans: %s (%u similar messages suppressed)", bad,
                     spans, msg[0] ? msg : "no message", suppressed);
     return bad;
@@ -318,10 +260,11 @@ static uint32_t otlp_on_success(void *ud, void *item, const struct hs_sender_req
 
 /* gRPC answers 200 and says how it went in grpc-status (wire.md §3): OK is sent; the retry
  * table decides the rest, RESOURCE_EXHAUSTED only with RetryInfo, whose delay is waited. */
-static int otlp_grpc_classify(void *ud, const struct hs_sender_request *req,
-                              struct hs_http_result *res)
+static int otlp_classify(void *ud, const struct hs_sender_request *req, struct hs_http_result *res)
 {
-    struct otlp_exp *e = ud;
+    struct otlp_exp *e = hs_container_of(ud, struct otlp_exp, x);
+    if (!e->grpc)
+        return 0; /* OTLP/HTTP: the status says it all */
     if (res->status == 0)
         return HS_SENDER_RETRY; /* no answer: a transport error, RST_STREAM or GOAWAY */
     int code = res->grpc_status;
@@ -330,9 +273,9 @@ static int otlp_grpc_classify(void *ud, const struct hs_sender_request *req,
     if (code == HS_GRPC_OK)
         return HS_SENDER_SENT;
     uint64_t delay = 0;
-    bool retry_info = res->grpc_details &&
-                      hs_grpc_details_retry_delay(res->grpc_details, strlen(res->grpc_details),
-                                                  &delay);
+    bool retry_info =
+        res->grpc_details &&
+        hs_grpc_details_retry_delay(res->grpc_details, strlen(res->grpc_details), &delay);
     if (retry_info)
         res->retry_after_ms = HS_MAX(res->retry_after_ms, delay);
     char text[400] = "";
@@ -363,13 +306,13 @@ static int check_endpoint(struct otlp_exp *e, const struct hs_config_node *cfg, 
     char host[256], tmp[300];
     uint16_t port;
     bool http = strncasecmp(ep, "http://", 7) == 0, https = strncasecmp(ep, "https://", 8) == 0;
-    if (https && e->conf.tls.insecure) {
+    if (https && e->conf.common.tls.insecure) {
         hs_config_errorf(err, n ? n : cfg, path,
                          "endpoint: \"%s\": https is TLS, but tls.insecure is true", ep);
         return HS_EINVAL;
     }
     /* otelcol's rule: http:// means plaintext, https:// TLS, host:port TLS unless insecure */
-    e->grpc_tls = !http && !e->conf.tls.insecure;
+    e->grpc_tls = !http && !e->conf.common.tls.insecure;
     snprintf(tmp, sizeof(tmp), "%s", http ? ep + 7 : https ? ep + 8 : ep);
     size_t tl = strlen(tmp);
     while (tl && tmp[tl - 1] == '/')
@@ -382,10 +325,19 @@ static int check_endpoint(struct otlp_exp *e, const struct hs_config_node *cfg, 
     return 0;
 }
 
+static const struct hs_exporter_ops otlp_ops = {
+    .signal = HS_SIGNAL_TRACES,
+    .fields = otlp_fields,
+    .encode = otlp_encode,
+    .on_success = otlp_on_success,
+    .classify = otlp_classify,
+};
+
 static int exp_create(const struct hs_config_node *cfg, const char *path, struct hs_component **out,
                       struct hs_error *err)
 {
     struct otlp_exp *e = hs_xcalloc(1, sizeof(*e));
+    hs_exporter_init(&e->x, &otlp_ops, &e->conf, &e->conf.common);
     int rc = hs_config_decode(otlp_fields, cfg, &e->conf, path, err);
     /* checked even when decoding failed, so every problem is reported at once; an endpoint
      * with a bad URL is still "written", not missing */
@@ -397,13 +349,12 @@ static int exp_create(const struct hs_config_node *cfg, const char *path, struct
     e->grpc = e->conf.protocol && strcmp(e->conf.protocol, "grpc") == 0;
     if (rc == 0 && check_endpoint(e, cfg, path, err) != 0)
         rc = HS_EINVAL;
-    /* the files are read now, so a missing or broken one is an error at its key */
-    if (rc == 0 && hs_tls_client_new(&e->conf.tls, hs_config_get(cfg, "tls"), path, &e->tls,
-                                     err) != 0)
+    if (rc == 0 && hs_exporter_configure(&e->x, cfg, path, err) != 0)
         rc = HS_EINVAL;
     if (rc == 0 && e->grpc && e->conf.traces_endpoint) {
-        hs_config_errorf(err, cfg, path, "traces_endpoint is for http/protobuf; with protocol "
-                                         "grpc set endpoint (host:port)");
+        hs_config_errorf(err, cfg, path,
+                         "traces_endpoint is for http/protobuf; with protocol "
+                         "grpc set endpoint (host:port)");
         rc = HS_EINVAL;
     }
     if (rc == 0 && e->grpc && strcmp(e->conf.encoding, "json") == 0) {
@@ -412,123 +363,30 @@ static int exp_create(const struct hs_config_node *cfg, const char *path, struct
     }
     if (rc != 0)
         goto fail;
-    e->url = e->grpc ? grpc_url(e->conf.endpoint, e->grpc_tls) : traces_url(&e->conf);
-    if (!e->url)
+    e->x.url = e->grpc ? grpc_url(e->conf.endpoint, e->grpc_tls) : traces_url(&e->conf);
+    if (!e->x.url)
         goto fail;
+    e->x.note = e->grpc ? (e->grpc_tls ? " (OTLP/gRPC, TLS)" : " (OTLP/gRPC, h2c)") : NULL;
+    e->x.client_flags = e->grpc ? HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE : 0;
     e->gzip = strcmp(e->conf.compression, "gzip") == 0;
     e->json = !e->grpc && strcmp(e->conf.encoding, "json") == 0;
     e->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     build_headers(e);
-    *out = &e->base;
+    *out = &e->x.base;
     return 0;
 fail:
-    exp_free(e);
+    hs_exporter_destroy(&e->x.base);
     return HS_EINVAL;
 }
 
 /* ---- the component ---------------------------------------------------------------------- */
 
-/* The sender is made on first use, as the core fills base.id after create. */
-static struct hs_sender *exp_sender(struct otlp_exp *e)
-{
-    if (!e->sender)
-        e->sender = hs_sender_new(&(struct hs_sender_options){
-            .id = e->base.id,
-            .items = "spans",
-            .signal = HS_SIGNAL_TRACES,
-            .queue = &e->conf.queue,
-            .retry = &e->conf.retry,
-            .timeout_ms = e->conf.timeout_ms,
-            /* with sending_queue.storage: replayed records take these from the config */
-            .url = e->url,
-            .headers = (const char *const *)e->headers,
-            .header_count = e->header_count,
-            .client_flags = e->grpc ? HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE : 0,
-            .tls = e->tls,
-            .hooks = {.encode = otlp_encode,
-                      .release = otlp_release,
-                      .on_success = otlp_on_success,
-                      .classify = e->grpc ? otlp_grpc_classify : NULL},
-            .ud = e,
-        });
-    return e->sender;
-}
-
-static bool exp_ready(struct hs_component *c)
-{
-    struct otlp_exp *e = hs_container_of(c, struct otlp_exp, base);
-    return !e->closing && hs_sender_ready(exp_sender(e));
-}
-
-static int exp_consume(struct hs_component *c, struct hs_traces *t)
-{
-    struct otlp_exp *e = hs_container_of(c, struct otlp_exp, base);
-    if (e->closing) {
-        hs_traces_unref(t);
-        return HS_EAGAIN;
-    }
-    return hs_sender_submit(exp_sender(e), t, t->len, t->spans, 1);
-}
-
-static int exp_start(struct hs_component *c, const struct hs_host *host)
-{
-    struct otlp_exp *e = hs_container_of(c, struct otlp_exp, base);
-    e->base.metrics = host->metrics;
-    int rc = hs_sender_start(exp_sender(e), host->loop, host->metrics);
-    if (rc != 0)
-        return rc;
-    hs_log_info(c->id, "exporting to %s%s", e->url,
-                e->grpc ? (e->grpc_tls ? " (OTLP/gRPC, TLS)" : " (OTLP/gRPC, h2c)") : "");
-    return 0;
-}
-
-static void sender_done(void *ud)
-{
-    struct otlp_exp *e = ud;
-    e->done(&e->base);
-}
-
-static void exp_shutdown(struct hs_component *c, hs_done_cb done)
-{
-    struct otlp_exp *e = hs_container_of(c, struct otlp_exp, base);
-    if (e->closing) /* already on its way; the first done will fire */
-        return;
-    e->closing = true;
-    e->done = done;
-    hs_sender_shutdown(exp_sender(e), sender_done, e); /* after what is held is settled */
-}
-
-static void exp_destroy(struct hs_component *c)
-{
-    exp_free(hs_container_of(c, struct otlp_exp, base));
-}
-
-const struct hs_component_type hs_exporter_otlp = {
-    .name = "otlp",
-    .kind = HS_KIND_EXPORTER,
-    .signals = HS_SIGNAL_TRACES,
-    .doc = "Sends spans to an OTLP/HTTP or OTLP/gRPC backend (Tempo, a Collector), queued and "
-           "retried.",
-    .fields = otlp_fields,
-    .create = exp_create,
-    .start = exp_start,
-    .consume_traces = exp_consume,
-    .ready = exp_ready,
-    .shutdown = exp_shutdown,
-    .destroy = exp_destroy,
-};
+const struct hs_component_type hs_exporter_otlp =
+    HS_EXPORTER_TYPE("otlp", HS_SIGNAL_TRACES, otlp_fields, exp_create,
+                     "Sends spans to an OTLP/HTTP or OTLP/gRPC backend (Tempo, a Collector), "
+                     "queued and retried.");
 
 /* The OpenTelemetry Collector's name for the same exporter, so its configs carry over. */
-const struct hs_component_type hs_exporter_otlphttp = {
-    .name = "otlphttp",
-    .kind = HS_KIND_EXPORTER,
-    .signals = HS_SIGNAL_TRACES,
-    .doc = "Alias of otlp (the OpenTelemetry Collector's otlphttp exporter).",
-    .fields = otlp_fields,
-    .create = exp_create,
-    .start = exp_start,
-    .consume_traces = exp_consume,
-    .ready = exp_ready,
-    .shutdown = exp_shutdown,
-    .destroy = exp_destroy,
-};
+const struct hs_component_type hs_exporter_otlphttp =
+    HS_EXPORTER_TYPE("otlphttp", HS_SIGNAL_TRACES, otlp_fields, exp_create,
+                     "Alias of otlp (the OpenTelemetry Collector's otlphttp exporter).");

@@ -1,6 +1,7 @@
-/* pyroscope.c: the `pyroscope` exporter: profiles sent on to Pyroscope byte for byte, through
- * the shared sending queue (core/sender.h), as a Connect Push request per batch (wire.md §6, what
- * Grafana Alloy's pyroscope.write does) or one legacy /ingest upload per profile (wire.md §5). */
+/* pyroscope.c: the `pyroscope` exporter: profiles sent on to Pyroscope byte for byte, as a
+ * Connect Push request per batch (wire.md §6, what Grafana Alloy's pyroscope.write does) or one
+ * legacy /ingest upload per profile (wire.md §5). Queue, retries, persistence and lifecycle are
+ * the exporter helper's (exporters/helper/exporter.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +13,7 @@
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/config.h"
-#include "core/log.h"
-#include "core/sender.h"
-#include "core/tls.h"
+#include "exporters/helper/exporter.h"
 #include "pdata/profiles.h"
 #include "push/v1/push.pb-c.h"
 
@@ -33,15 +32,11 @@ struct basic_auth_config {
 struct pyro_config {
     char *endpoint;
     char *protocol;
-    struct hs_strmap headers;
     bool has_basic_auth;
     struct basic_auth_config basic_auth;
     char *tenant_id;
     char *compression;
-    uint64_t timeout_ms;
-    struct hs_sender_queue_config queue;
-    struct hs_sender_retry_config retry;
-    struct hs_tls_client_config tls;
+    struct hs_exporter_config common; /* timeout, headers, sending_queue, retry_on_failure, tls */
 };
 
 static const struct hs_config_field basic_auth_fields[] = {
@@ -59,133 +54,84 @@ static const struct hs_config_field pyro_fields[] = {
      .choices = protocol_choices,
      .doc = "push: one POST /push.v1.PusherService/Push (Connect, protobuf) per batch; ingest: "
             "one POST /ingest per profile"},
-    {"headers", HS_CFG_STRMAP, offsetof(struct pyro_config, headers), NULL,
-     .doc = "extra request headers, e.g. X-Scope-OrgID or Authorization; they win over "
-            "tenant_id, the batch's tenant and basic_auth"},
     {"basic_auth", HS_CFG_SECTION, offsetof(struct pyro_config, basic_auth), NULL,
      .sub = basic_auth_fields, .has_presence = true,
      .presence_offset = offsetof(struct pyro_config, has_basic_auth),
-     .doc = "sends Authorization: Basic base64(username:password)"},
+     .doc = "sends Authorization: Basic base64(username:password), unless headers has an "
+            "Authorization"},
     {"tenant_id", HS_CFG_STRING, offsetof(struct pyro_config, tenant_id), NULL,
-     .doc = "X-Scope-OrgID sent with every request; without it, the tenant each batch arrived "
-            "with is sent"},
+     .doc = "X-Scope-OrgID sent with every request (an X-Scope-OrgID in headers wins); without "
+            "it, the tenant each batch arrived with is sent"},
     {"compression", HS_CFG_ENUM, offsetof(struct pyro_config, compression), "none",
      .choices = compression_choices,
      .doc = "push only: Content-Encoding gzip on the request. /ingest does not decode request "
             "encodings, so there the pprof goes as it arrived"},
-    {"timeout", HS_CFG_DURATION, offsetof(struct pyro_config, timeout_ms), "30s", .min = 1,
-     .max = 3600000, .doc = "time limit of one request, connecting included"},
-    {"sending_queue", HS_CFG_SECTION, offsetof(struct pyro_config, queue), NULL,
-     .sub = hs_sender_queue_fields,
-     .doc = "the queue in front of the backend (a batch is one entry): in memory, or on disk "
-            "with storage"},
-    {"retry_on_failure", HS_CFG_SECTION, offsetof(struct pyro_config, retry), NULL,
-     .sub = hs_sender_retry_fields,
-     .doc = "exponential backoff with jitter, honouring Retry-After"},
-    {"tls", HS_CFG_SECTION, offsetof(struct pyro_config, tls), NULL, .sub = hs_tls_client_fields,
-     .doc = "TLS for an https:// endpoint (CA, client certificate for mTLS, verification); "
-            "reloaded on SIGHUP"},
+    {"exporter", HS_CFG_INLINE, offsetof(struct pyro_config, common), .sub = hs_exporter_fields},
     {0},
 };
 
 struct pyro_exp {
-    struct hs_component base;
+    struct hs_exporter x; /* first: the helper frees the struct */
     struct pyro_config conf;
     bool ingest, gzip;
-    bool tenant_configured; /* tenant_id or an X-Scope-OrgID header: batches' tenants unused */
-    char *url;              /* push: the procedure's URL; ingest: <endpoint>/ingest */
-    char **headers;         /* fixed "Name: value" lines */
-    size_t header_count;
     uint64_t boundary_seq;
-    struct hs_sender *sender;
-    struct hs_tls_client *tls; /* the files of conf.tls */
-    bool closing;
-    hs_done_cb done;
 };
 
 /* ---- create ----------------------------------------------------------------------------- */
 
-static bool header_configured(const struct pyro_config *conf, const char *name)
-{
-    for (size_t i = 0; i < conf->headers.count; i++)
-        if (strcasecmp(conf->headers.keys[i], name) == 0)
-            return true;
-    return false;
-}
-
-static void add_header(struct pyro_exp *e, const char *name, const char *value)
-{
-    struct hs_buf b = {0};
-    if (hs_buf_printf(&b, "%s: %s", name, value) != 0)
-        abort(); /* a few bytes at create time: treat like hs_xmalloc */
-    e->headers[e->header_count++] = (char *)b.data;
-}
-
-/* The fixed lines; per request come the batch's tenant and, for /ingest, the Content-Type. */
+/* Our fixed lines (the configured headers follow them); per request come the batch's tenant
+ * and, for /ingest, the Content-Type. */
 static void build_headers(struct pyro_exp *e)
 {
     const struct pyro_config *conf = &e->conf;
-    e->headers = hs_xcalloc(6 + conf->headers.count, sizeof(*e->headers));
-    add_header(e, "User-Agent", "hotspan/" HS_VERSION);
+    hs_exporter_header(&e->x, "User-Agent", "hotspan/" HS_VERSION);
     if (!e->ingest) {
-        add_header(e, "Content-Type", "application/proto");
-        add_header(e, "Connect-Protocol-Version", "1");
+        hs_exporter_header(&e->x, "Content-Type", "application/proto");
+        hs_exporter_header(&e->x, "Connect-Protocol-Version", "1");
         if (e->gzip)
-            add_header(e, "Content-Encoding", "gzip");
+            hs_exporter_header(&e->x, "Content-Encoding", "gzip");
     }
-    if (conf->has_basic_auth && !header_configured(conf, "Authorization")) {
-        struct hs_buf cred = {0}, line = {0};
+    if (conf->has_basic_auth && !hs_exporter_header_configured(&e->x, "Authorization")) {
+        struct hs_buf cred = {0}, value = {0};
         if (hs_buf_printf(&cred, "%s:%s", conf->basic_auth.username,
                           conf->basic_auth.password ? conf->basic_auth.password : "") != 0 ||
-            hs_buf_printf(&line, "Authorization: Basic ") != 0 ||
-            hs_buf_put_base64(&line, cred.data, cred.len) != 0 || hs_buf_putc(&line, '\0') != 0)
+            hs_buf_printf(&value, "Basic ") != 0 ||
+            hs_buf_put_base64(&value, cred.data, cred.len) != 0 || hs_buf_putc(&value, '\0') != 0)
             abort();
+        hs_exporter_header(&e->x, "Authorization", (const char *)value.data);
         hs_buf_free(&cred);
-        e->headers[e->header_count++] = (char *)line.data;
+        hs_buf_free(&value);
     }
-    if (conf->tenant_id && !header_configured(conf, "X-Scope-OrgID"))
-        add_header(e, "X-Scope-OrgID", conf->tenant_id);
-    for (size_t i = 0; i < conf->headers.count; i++)
-        add_header(e, conf->headers.keys[i], conf->headers.values[i]);
+    if (conf->tenant_id && !hs_exporter_header_configured(&e->x, "X-Scope-OrgID"))
+        hs_exporter_header(&e->x, "X-Scope-OrgID", conf->tenant_id);
 }
 
-static void pyro_free(struct pyro_exp *e)
-{
-    hs_sender_free(e->sender);
-    for (size_t i = 0; i < e->header_count; i++)
-        free(e->headers[i]);
-    free(e->headers);
-    free(e->url);
-    hs_tls_client_free(e->tls);
-    hs_config_free_fields(pyro_fields, &e->conf);
-    free(e);
-}
+static const struct hs_exporter_ops pyro_ops;
 
 static int pyro_create(const struct hs_config_node *cfg, const char *path,
                        struct hs_component **out, struct hs_error *err)
 {
     struct pyro_exp *e = hs_xcalloc(1, sizeof(*e));
-    if (hs_config_decode(pyro_fields, cfg, &e->conf, path, err) != 0)
-        goto fail;
-    /* the files are read now, so a missing or broken one is an error at its key */
-    if (hs_tls_client_new(&e->conf.tls, hs_config_get(cfg, "tls"), path, &e->tls, err) != 0)
+    hs_exporter_init(&e->x, &pyro_ops, &e->conf, &e->conf.common);
+    if (hs_config_decode(pyro_fields, cfg, &e->conf, path, err) != 0 ||
+        hs_exporter_configure(&e->x, cfg, path, err) != 0)
         goto fail;
     e->ingest = strcmp(e->conf.protocol, "ingest") == 0;
     e->gzip = !e->ingest && strcmp(e->conf.compression, "gzip") == 0;
-    e->tenant_configured =
-        (e->conf.tenant_id && e->conf.tenant_id[0]) || header_configured(&e->conf, "X-Scope-OrgID");
+    e->x.tenant_fixed |= e->conf.tenant_id && e->conf.tenant_id[0];
     size_t n = strlen(e->conf.endpoint);
     while (n > 0 && e->conf.endpoint[n - 1] == '/') /* http://host/ must not give // */
         n--;
     struct hs_buf u = {0};
     if (hs_buf_printf(&u, "%.*s%s", (int)n, e->conf.endpoint, e->ingest ? "/ingest" : PUSH_PATH))
         goto fail;
-    e->url = (char *)u.data;
+    e->x.url = (char *)u.data;
+    e->x.note = e->ingest ? " (ingest)" : " (push)";
     build_headers(e);
-    *out = &e->base;
+    *out = &e->x.base;
     return 0;
 fail:
-    pyro_free(e);
+    hs_exporter_destroy(&e->x.base);
     return HS_EINVAL;
 }
 
@@ -280,7 +226,7 @@ static int ingest_url(const struct pyro_exp *e, const struct hs_profile *p, stru
     struct hs_buf name = {0};
     int rc = hs_labelset_format(p, &name);
     if (rc == 0)
-        rc = hs_buf_printf(out, "%s?name=", e->url);
+        rc = hs_buf_printf(out, "%s?name=", e->x.url);
     if (rc == 0)
         rc = put_urlencoded(out, (const char *)name.data, name.len);
     hs_buf_free(&name);
@@ -358,19 +304,18 @@ static int encode_ingest(struct pyro_exp *e, const struct hs_profile *p,
     return hs_sender_request_header(req, "Content-Type", "application/octet-stream");
 }
 
-/* ---- the sender's hooks ----------------------------------------------------------------- */
+/* ---- the helper's hooks ----------------------------------------------------------------- */
 
 static int pyro_encode(void *ud, void *item, uint32_t part, struct hs_sender_request *req)
 {
-    struct pyro_exp *e = ud;
+    struct pyro_exp *e = hs_container_of(ud, struct pyro_exp, x);
     const struct hs_profiles *b = item;
     req->count = e->ingest ? 1 : b->count;
-    req->url = e->url;
-    req->headers = (const char *const *)e->headers;
-    req->header_count = e->header_count;
-    int rc;
-    if (!e->tenant_configured && b->tenant &&
-        (rc = hs_sender_request_header(req, "X-Scope-OrgID", b->tenant)) != 0)
+    req->url = e->x.url;
+    req->headers = (const char *const *)e->x.headers;
+    req->header_count = e->x.header_count;
+    int rc = hs_exporter_tenant_header(&e->x, req, b->tenant);
+    if (rc != 0)
         return rc;
     if (e->ingest)
         return encode_ingest(e, b->items[part], req);
@@ -383,97 +328,22 @@ static int pyro_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
     return rc;
 }
 
-static void pyro_release(void *ud, void *item)
+/* /ingest takes one profile per request; a Push takes the batch. */
+static uint32_t pyro_parts(const struct hs_exporter *x, const void *item)
 {
-    hs_profiles_unref(item);
+    const struct pyro_exp *e = hs_container_of(x, const struct pyro_exp, x);
+    return e->ingest ? ((const struct hs_profiles *)item)->count : 1;
 }
+
+static const struct hs_exporter_ops pyro_ops = {
+    .signal = HS_SIGNAL_PROFILES,
+    .fields = pyro_fields,
+    .encode = pyro_encode,
+    .parts = pyro_parts,
+};
 
 /* ---- the component ---------------------------------------------------------------------- */
 
-/* Made on first use, as the core fills base.id after create. */
-static struct hs_sender *pyro_sender(struct pyro_exp *e)
-{
-    if (!e->sender)
-        e->sender = hs_sender_new(&(struct hs_sender_options){
-            .id = e->base.id,
-            .items = "profiles",
-            .signal = HS_SIGNAL_PROFILES,
-            .queue = &e->conf.queue,
-            .retry = &e->conf.retry,
-            .timeout_ms = e->conf.timeout_ms,
-            /* with sending_queue.storage: replayed records take these from the config */
-            .url = e->url,
-            .headers = (const char *const *)e->headers,
-            .header_count = e->header_count,
-            .tls = e->tls,
-            .hooks = {.encode = pyro_encode, .release = pyro_release},
-            .ud = e,
-        });
-    return e->sender;
-}
-
-static bool pyro_ready(struct hs_component *c)
-{
-    struct pyro_exp *e = hs_container_of(c, struct pyro_exp, base);
-    return !e->closing && hs_sender_ready(pyro_sender(e));
-}
-
-static int pyro_consume(struct hs_component *c, struct hs_profiles *b)
-{
-    struct pyro_exp *e = hs_container_of(c, struct pyro_exp, base);
-    if (e->closing) {
-        hs_profiles_unref(b);
-        return HS_EAGAIN;
-    }
-    if (b->count == 0) { /* Pyroscope answers an empty Push with 400: nothing to send */
-        hs_profiles_unref(b);
-        return 0;
-    }
-    return hs_sender_submit(pyro_sender(e), b, b->bytes, b->count, e->ingest ? b->count : 1);
-}
-
-static int pyro_start(struct hs_component *c, const struct hs_host *host)
-{
-    struct pyro_exp *e = hs_container_of(c, struct pyro_exp, base);
-    e->base.metrics = host->metrics;
-    int rc = hs_sender_start(pyro_sender(e), host->loop, host->metrics);
-    if (rc != 0)
-        return rc;
-    hs_log_info(c->id, "exporting profiles to %s (%s)", e->url, e->conf.protocol);
-    return 0;
-}
-
-static void sender_done(void *ud)
-{
-    struct pyro_exp *e = ud;
-    e->done(&e->base);
-}
-
-static void pyro_shutdown(struct hs_component *c, hs_done_cb done)
-{
-    struct pyro_exp *e = hs_container_of(c, struct pyro_exp, base);
-    if (e->closing) /* already on its way; the first done will fire */
-        return;
-    e->closing = true;
-    e->done = done;
-    hs_sender_shutdown(pyro_sender(e), sender_done, e);
-}
-
-static void pyro_destroy(struct hs_component *c)
-{
-    pyro_free(hs_container_of(c, struct pyro_exp, base));
-}
-
-const struct hs_component_type hs_exporter_pyroscope = {
-    .name = "pyroscope",
-    .kind = HS_KIND_EXPORTER,
-    .signals = HS_SIGNAL_PROFILES,
-    .doc = "Sends profiles to Pyroscope (push API or /ingest) byte for byte, queued and retried.",
-    .fields = pyro_fields,
-    .create = pyro_create,
-    .start = pyro_start,
-    .consume_profiles = pyro_consume,
-    .ready = pyro_ready,
-    .shutdown = pyro_shutdown,
-    .destroy = pyro_destroy,
-};
+const struct hs_component_type hs_exporter_pyroscope = HS_EXPORTER_TYPE(
+    "pyroscope", HS_SIGNAL_PROFILES, pyro_fields, pyro_create,
+    "Sends profiles to Pyroscope (push API or /ingest) byte for byte, queued and retried.");

@@ -18,7 +18,7 @@
 
 #include "core/buf.h"
 #include "core/errors.h"
-#include "core/queue_store.h"
+#include "exporters/helper/queue_store.h"
 
 struct fixture {
     char dir[64];

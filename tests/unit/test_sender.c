@@ -21,8 +21,8 @@
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/metrics.h"
-#include "core/queue_store.h"
-#include "core/sender.h"
+#include "exporters/helper/queue_store.h"
+#include "exporters/helper/sender.h"
 #include "http_sink.c"
 
 #define ID "test/sender"

@@ -1,7 +1,7 @@
-/* sender.h: the sending queue every network exporter shares (otelcol's exporterhelper): a
- * bounded queue, in memory or on disk (crash-safe, `storage`), a fixed number of requests in
- * flight, retries with backoff and jitter honouring Retry-After, and the permanent/transient
- * split of wire.md §2 and style.md §5. */
+/* sender.h: the sending queue of the exporter helper (exporter.h): a bounded queue, in memory
+ * or on disk (crash-safe, `storage`), a fixed number of requests in flight over a transport
+ * (HTTP unless the exporter brings one), retries with backoff and jitter honouring Retry-After,
+ * and the permanent/transient split of wire.md §2 and style.md §5. */
 #ifndef HS_SENDER_H
 #define HS_SENDER_H
 
@@ -10,15 +10,15 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "config.h"
-#include "http_client.h"
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/http_client.h"
 
 struct hs_sender;
 struct hs_metrics;
 
-/* `sending_queue`: embed in the exporter's config struct as an HS_CFG_SECTION with
- * .sub = hs_sender_queue_fields. */
+/* `sending_queue`: a section of the exporter helper's shared rows (hs_exporter_fields,
+ * exporter.h), decoded with .sub = hs_sender_queue_fields. */
 struct hs_sender_queue_config {
     bool enabled;
     uint32_t num_consumers;
@@ -99,15 +99,41 @@ struct hs_sender_hooks {
 
 enum hs_sender_verdict { HS_SENDER_SENT = 1, HS_SENDER_RETRY, HS_SENDER_PERMANENT };
 
+struct hs_sender_options;
+
+/* How a request travels. The default (hs_sender_options.transport NULL) is an HTTP POST through
+ * core/http_client.h; an exporter with another wire brings its own, e.g. a NATS publish whose
+ * JetStream ack is the answer (url: the subject; lines: message headers). An answer is an
+ * hs_http_result whatever the wire: status 2xx is sent, 0 (no answer, see error) and the
+ * statuses of the default classification are retried or permanent. */
+struct hs_sender_transport {
+    /* From hs_sender_start: opens what requests need (a client, a connection); opt is the
+     * sender's (opt->transport_ud is the exporter's). Returns 0 or a code, and *conn. */
+    int (*open)(const struct hs_sender_options *opt, uv_loop_t *loop, void **conn);
+    /* Sends req (url, prefix, body) with `lines`, its fixed and per-request header lines joined
+     * (borrowed, as req, until done). done(done_ud, res) fires exactly once, later, from the
+     * loop, also when the transport is closed. Returns 0, or a code when the request could not
+     * start: done is then not called. */
+    int (*send)(void *conn, const struct hs_sender_request *req, const char *const *lines,
+                size_t nlines, uint64_t timeout_ms, hs_http_done_cb done, void *done_ud);
+    /* Ends what is in flight (their done fires) and closes; closed(ud) once nothing of the
+     * transport is left in the loop. */
+    void (*close)(void *conn, void (*closed)(void *ud), void *ud);
+};
+
 struct hs_sender_options {
     const char *id;    /* the exporter's id, for logs and metric labels; borrowed */
     const char *items; /* "spans" or "profiles": metric names and log lines */
     unsigned signal;   /* HS_SIGNAL_TRACES or HS_SIGNAL_PROFILES: counter names */
-    const struct hs_sender_queue_config *queue; /* borrowed for the sender's lifetime */
-    const struct hs_sender_retry_config *retry; /* borrowed */
-    uint64_t timeout_ms;                        /* of one request */
-    unsigned client_flags; /* hs_http_client_new_flags: HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE */
-    const struct hs_tls_client *tls; /* https:// TLS files (core/tls.h); borrowed, may be NULL */
+    const struct hs_sender_queue_config *queue;  /* borrowed for the sender's lifetime */
+    const struct hs_sender_retry_config *retry;  /* borrowed */
+    uint64_t timeout_ms;                         /* of one request */
+    const struct hs_sender_transport *transport; /* NULL: HTTP (client_flags, tls) */
+    void *transport_ud;                          /* for a transport of the exporter's */
+    /* HTTP only: hs_http_client_new_flags (HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE), and the https://
+     * TLS files (core/tls.h; borrowed, may be NULL) */
+    unsigned client_flags;
+    const struct hs_tls_client *tls;
     /* With storage: the exporter's base URL and fixed "Name: value" lines, borrowed for the
      * sender's lifetime (see above). */
     const char *url;
@@ -119,7 +145,7 @@ struct hs_sender_options {
 
 /* Allocates a sender; no I/O (call from create). Never fails (small control structures). */
 struct hs_sender *hs_sender_new(const struct hs_sender_options *opt);
-/* Opens the HTTP client and timers, registers the counters and the queue gauges; with storage,
+/* Opens the transport and timers, registers the counters and the queue gauges; with storage,
  * opens the store and queues what it holds ahead of anything new (restart resumes). Items
  * submitted before start wait in the queue (with storage they are refused: no store yet).
  * Returns 0, HS_ENOMEM, or HS_EIO when the store cannot be opened (logged). */

@@ -4,19 +4,19 @@
  * With storage, items are encoded into records on disk at submit and sent from there. */
 #include "sender.h"
 
-#include <assert.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "common.h"
-#include "component.h"
-#include "errors.h"
-#include "log.h"
-#include "metrics.h"
+#include "core/common.h"
+#include "core/component.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "core/metrics.h"
 #include "queue_store.h"
+#include "sender_int.h"
 
 #define LOG_BODY_BYTES 200
 
@@ -61,57 +61,6 @@ const struct hs_config_field hs_sender_retry_fields[] = {
     {0},
 };
 
-/* An item waiting in the queue or held by a slot. */
-struct entry {
-    struct entry *next;
-    void *item;     /* NULL with storage: the record on disk is the item */
-    size_t bytes;   /* as counted against queue_bytes */
-    uint32_t count; /* with storage: of the parts not yet settled */
-    uint32_t parts;
-    int64_t rec_id;      /* with storage */
-    uint32_t first_part; /* with storage: the parts before it were settled before a restart */
-};
-
-/* A consumer: one item, part after part, retries included. */
-struct slot {
-    struct hs_sender *s;
-    uv_timer_t timer;    /* the wait before a retry */
-    struct entry *entry; /* NULL when idle */
-    uint32_t part;
-    struct hs_sender_request req;
-    const char **lines; /* the request's header lines, fixed then extra */
-    size_t nlines, lines_cap;
-    bool in_flight;    /* a request is out (or about to report it could not start) */
-    struct hs_buf rec; /* with storage: the entry's record, read when its first part starts */
-    size_t rec_off;    /* where the next part starts in rec */
-    uint64_t first_ms;
-    uint64_t interval_ms;
-};
-
-struct hs_sender {
-    struct hs_sender_options opt;
-    uint32_t capacity; /* items held at most */
-    struct hs_http_client *client;
-    struct hs_metrics *metrics;
-    struct slot *slots;
-    uint32_t nslots;
-    struct entry *head, **tail;
-    uint32_t held; /* queued + in slots */
-    uint64_t held_bytes;
-    uint64_t rng;
-    bool started, closing, finishing;
-    unsigned closing_handles;
-    void (*done)(void *ud);
-    void *done_ud;
-    struct hs_ratelimit log_rl;
-    struct hs_counter *sent, *failed, *enqueue_failed, *retries;
-    struct hs_health health; /* failing since when: /healthz/ready and exporter_failing_seconds */
-    /* with storage */
-    struct hs_queue_store *store;
-    struct hs_ratelimit store_rl;
-    struct hs_counter *replayed, *err_write, *err_read, *err_delete, *err_corrupt;
-};
-
 static void sender_progress(struct hs_sender *s);
 
 /* ---- the request ------------------------------------------------------------------------ */
@@ -127,7 +76,7 @@ int hs_sender_request_header(struct hs_sender_request *r, const char *name, cons
     return 0;
 }
 
-static void request_free(struct hs_sender_request *r)
+void hs_sender_request_free(struct hs_sender_request *r)
 {
     hs_buf_free(&r->url_buf);
     hs_buf_free(&r->body_buf);
@@ -136,12 +85,39 @@ static void request_free(struct hs_sender_request *r)
     memset(r, 0, sizeof(*r));
 }
 
+/* ---- the default transport: HTTP ------------------------------------------------------- */
+
+static int http_open(const struct hs_sender_options *opt, uv_loop_t *loop, void **conn)
+{
+    *conn = hs_http_client_new_tls(loop, opt->client_flags, opt->tls);
+    return *conn ? 0 : HS_ENOMEM;
+}
+
+static int http_send(void *conn, const struct hs_sender_request *r, const char *const *lines,
+                     size_t nlines, uint64_t timeout_ms, hs_http_done_cb done, void *done_ud)
+{
+    return hs_http_client_post_prefixed(conn, r->url, lines, nlines, r->prefix, r->prefix_len,
+                                        r->body, r->body_len, timeout_ms, done, done_ud);
+}
+
+static void http_close(void *conn, void (*closed)(void *ud), void *ud)
+{
+    hs_http_client_close(conn, closed, ud);
+}
+
+static const struct hs_sender_transport http_transport = {
+    .open = http_open,
+    .send = http_send,
+    .close = http_close,
+};
+
 /* ---- create, start, free ---------------------------------------------------------------- */
 
 struct hs_sender *hs_sender_new(const struct hs_sender_options *opt)
 {
     struct hs_sender *s = hs_xcalloc(1, sizeof(*s));
     s->opt = *opt;
+    s->transport = opt->transport ? opt->transport : &http_transport;
     s->capacity = opt->queue->enabled ? opt->queue->queue_size : opt->queue->num_consumers;
     s->nslots = opt->queue->num_consumers;
     s->tail = &s->head;
@@ -150,7 +126,7 @@ struct hs_sender *hs_sender_new(const struct hs_sender_options *opt)
     return s;
 }
 
-static void entry_free(struct hs_sender *s, struct entry *e)
+void hs_sender_entry_free(struct hs_sender *s, struct entry *e)
 {
     if (e->item)
         s->opt.hooks.release(s->opt.ud, e->item);
@@ -164,13 +140,13 @@ void hs_sender_free(struct hs_sender *s)
     while (s->head) {
         struct entry *e = s->head;
         s->head = e->next;
-        entry_free(s, e);
+        hs_sender_entry_free(s, e);
     }
     for (uint32_t i = 0; s->slots && i < s->nslots; i++) {
         struct slot *sl = &s->slots[i];
         if (sl->entry)
-            entry_free(s, sl->entry);
-        request_free(&sl->req);
+            hs_sender_entry_free(s, sl->entry);
+        hs_sender_request_free(&sl->req);
         hs_buf_free(&sl->rec);
         free(sl->lines);
     }
@@ -179,7 +155,7 @@ void hs_sender_free(struct hs_sender *s)
     free(s);
 }
 
-static double gauge_queue_size(void *ud)
+double hs_sender_gauge_held(void *ud)
 {
     return ((struct hs_sender *)ud)->held;
 }
@@ -189,7 +165,7 @@ static double gauge_queue_capacity(void *ud)
     return ((struct hs_sender *)ud)->capacity;
 }
 
-static double gauge_queue_bytes(void *ud)
+double hs_sender_gauge_held_bytes(void *ud)
 {
     return (double)((struct hs_sender *)ud)->held_bytes;
 }
@@ -197,34 +173,6 @@ static double gauge_queue_bytes(void *ud)
 static double gauge_failing_seconds(void *ud)
 {
     return hs_health_failing_seconds(&((struct hs_sender *)ud)->health, hs_now_ms());
-}
-
-static void storage_metrics_register(struct hs_sender *s, struct hs_metrics *m, const char *labels)
-{
-    char name[96], help[160], l[300];
-    snprintf(name, sizeof(name), "exporter_replayed_%s_total", s->opt.items);
-    snprintf(help, sizeof(help),
-             "%s found on disk at start and sent again (those in flight at a crash may be "
-             "duplicates)",
-             s->opt.items);
-    s->replayed = hs_metrics_counter(m, name, help, labels);
-    struct {
-        struct hs_counter **c;
-        const char *op;
-    } errs[] = {{&s->err_write, "write"},
-                {&s->err_read, "read"},
-                {&s->err_delete, "delete"},
-                {&s->err_corrupt, "corrupt"}};
-    for (size_t i = 0; i < HS_ARRAY_SIZE(errs); i++) {
-        snprintf(l, sizeof(l), "%s,op=\"%s\"", labels, errs[i].op);
-        *errs[i].c = hs_metrics_counter(m, "exporter_storage_errors_total",
-                                        "Queue store failures (corrupt: moved aside at start)", l);
-    }
-    /* with storage every held batch is on disk, so these read the same fields as queue_size */
-    hs_metrics_gauge(m, "exporter_storage_batches", "Batches in the on-disk queue", labels,
-                     gauge_queue_size, s);
-    hs_metrics_gauge(m, "exporter_storage_bytes", "Bytes of the records in the on-disk queue",
-                     labels, gauge_queue_bytes, s);
 }
 
 static void metrics_register(struct hs_sender *s, struct hs_metrics *m)
@@ -240,22 +188,20 @@ static void metrics_register(struct hs_sender *s, struct hs_metrics *m)
     s->enqueue_failed = hs_metrics_counter(m, name, help, labels);
     s->retries = hs_metrics_counter(m, "exporter_retries_total", "Requests retried", labels);
     hs_metrics_gauge(m, "exporter_queue_size", "Batches held (waiting and in flight)", labels,
-                     gauge_queue_size, s);
+                     hs_sender_gauge_held, s);
     hs_metrics_gauge(m, "exporter_queue_capacity", "Batches the queue holds at most", labels,
                      gauge_queue_capacity, s);
     hs_metrics_gauge(m, "exporter_queue_bytes", "Bytes of the batches held", labels,
-                     gauge_queue_bytes, s);
+                     hs_sender_gauge_held_bytes, s);
     hs_metrics_gauge(m, "exporter_failing_seconds",
                      "Seconds every send attempt has been failing (0: the last one succeeded)",
                      labels, gauge_failing_seconds, s);
     hs_metrics_health(m, s->opt.id, &s->health, s);
     if (s->opt.queue->storage)
-        storage_metrics_register(s, m, labels);
+        hs_sender_store_metrics(s, m, labels);
 }
 
-static void sender_pump(struct hs_sender *s);
-
-static void queue_append(struct hs_sender *s, struct entry *e)
+void hs_sender_queue_append(struct hs_sender *s, struct entry *e)
 {
     *s->tail = e;
     s->tail = &e->next;
@@ -264,57 +210,21 @@ static void queue_append(struct hs_sender *s, struct entry *e)
     s->health.pending = true;
 }
 
-/* A record found at start: queued as it was left (parts already settled are skipped). */
-static void on_stored(void *ud, const struct hs_queue_store_meta *m)
-{
-    struct hs_sender *s = ud;
-    struct entry *e = hs_xcalloc(1, sizeof(*e));
-    e->bytes = m->bytes;
-    e->count = m->count;
-    e->parts = m->parts;
-    e->first_part = m->next_part;
-    e->rec_id = m->id;
-    queue_append(s, e);
-    hs_counter_add(s->replayed, m->count);
-}
-
-static int storage_open(struct hs_sender *s)
-{
-    struct hs_queue_store_open_info info;
-    int rc = hs_queue_store_open(s->opt.queue->storage, s->opt.id, &s->store, &info);
-    if (rc != 0)
-        return rc; /* logged by the store */
-    if (info.moved_aside)
-        hs_counter_add(s->err_corrupt, 1);
-    if ((rc = hs_queue_store_scan(s->store, on_stored, s)) != 0) {
-        hs_log_error(s->opt.id, "cannot read queue store %s: %s", hs_queue_store_path(s->store),
-                     hs_queue_store_errmsg(s->store));
-        return rc;
-    }
-    if (s->held)
-        hs_log_info(s->opt.id, "resuming %u batches (%llu %s, %llu bytes) left in %s: sent first",
-                    s->held, (unsigned long long)s->replayed->value, s->opt.items,
-                    (unsigned long long)s->held_bytes, hs_queue_store_path(s->store));
-    else
-        hs_log_info(s->opt.id, "queue kept on disk in %s", hs_queue_store_path(s->store));
-    return 0;
-}
-
 int hs_sender_start(struct hs_sender *s, uv_loop_t *loop, struct hs_metrics *m)
 {
     metrics_register(s, m);
     s->metrics = m;
     if (s->opt.queue->storage) {
-        int rc = storage_open(s);
+        int rc = hs_sender_store_open(s);
         if (rc != 0) {
             hs_metrics_gauge_remove(m, s);
             return rc;
         }
     }
-    s->client = hs_http_client_new_tls(loop, s->opt.client_flags, s->opt.tls);
-    if (!s->client) {
+    int rc = s->transport->open(&s->opt, loop, &s->conn);
+    if (rc != 0) {
         hs_metrics_gauge_remove(m, s);
-        return HS_ENOMEM;
+        return rc;
     }
     s->slots = hs_xcalloc(s->nslots, sizeof(*s->slots));
     for (uint32_t i = 0; i < s->nslots; i++) {
@@ -324,7 +234,7 @@ int hs_sender_start(struct hs_sender *s, uv_loop_t *loop, struct hs_metrics *m)
     }
     s->rng = (hs_wall_ns() ^ (uint64_t)(uintptr_t)s) | 1;
     s->started = true;
-    sender_pump(s);
+    hs_sender_pump(s);
     return 0;
 }
 
@@ -339,7 +249,7 @@ static uint64_t rng_next(struct hs_sender *s)
     return s->rng * 2685821657736338717ULL;
 }
 
-static void sender_drop(struct hs_sender *s, const char *reason, uint64_t n)
+void hs_sender_drop(struct hs_sender *s, const char *reason, uint64_t n)
 {
     hs_counter_add(s->failed, n);
     hs_metrics_drop(s->metrics, s->opt.id, reason, n);
@@ -347,16 +257,7 @@ static void sender_drop(struct hs_sender *s, const char *reason, uint64_t n)
 
 static void slot_drop(struct slot *sl, const char *reason, uint64_t n)
 {
-    sender_drop(sl->s, reason, n);
-}
-
-static void store_error(struct hs_sender *s, struct hs_counter *c, const char *what)
-{
-    hs_counter_add(c, 1);
-    uint32_t suppressed;
-    if (hs_ratelimit_allow(&s->store_rl, hs_now_ms(), &suppressed))
-        hs_log_error(s->opt.id, "queue store %s: %s (%u similar messages suppressed)", what,
-                     hs_queue_store_errmsg(s->store), suppressed);
+    hs_sender_drop(sl->s, reason, n);
 }
 
 static void on_response(void *ud, const struct hs_http_result *res);
@@ -372,9 +273,8 @@ static void slot_send(struct slot *sl)
     struct hs_sender *s = sl->s;
     const struct hs_sender_request *r = &sl->req;
     sl->in_flight = true;
-    int rc = hs_http_client_post_prefixed(s->client, r->url, sl->lines, sl->nlines, r->prefix,
-                                          r->prefix_len, r->body, r->body_len, s->opt.timeout_ms,
-                                          on_response, sl);
+    int rc =
+        s->transport->send(s->conn, r, sl->lines, sl->nlines, s->opt.timeout_ms, on_response, sl);
     if (rc != 0) /* answered from the loop, as a transport error, so callers never recurse */
         uv_timer_start(&sl->timer, on_post_failed, 0, 0);
 }
@@ -384,7 +284,7 @@ static void on_retry_timer(uv_timer_t *t)
     slot_send(t->data);
 }
 
-static int lines_reserve(struct slot *sl, size_t n)
+int hs_sender_slot_lines_reserve(struct slot *sl, size_t n)
 {
     if (n > sl->lines_cap) {
         const char **l = realloc(sl->lines, n * sizeof(*l));
@@ -396,12 +296,12 @@ static int lines_reserve(struct slot *sl, size_t n)
     return 0;
 }
 
-/* Joins the fixed and per-request header lines into the array the client borrows. */
+/* Joins the fixed and per-request header lines into the array the transport borrows. */
 static int slot_lines(struct slot *sl)
 {
     const struct hs_sender_request *r = &sl->req;
     sl->nlines = r->header_count + r->extra_count;
-    if (lines_reserve(sl, sl->nlines) != 0)
+    if (hs_sender_slot_lines_reserve(sl, sl->nlines) != 0)
         return HS_ENOMEM;
     for (size_t i = 0; i < r->header_count; i++)
         sl->lines[i] = r->headers[i];
@@ -410,93 +310,20 @@ static int slot_lines(struct slot *sl)
     return 0;
 }
 
-static_assert(HS_QUEUE_PART_LINES >= 3 + HS_SENDER_EXTRA_HEADERS,
-              "a stored part holds the body's lines and every per-request line");
-
-/* Content-Type, Content-Encoding and gRPC's grpc-encoding describe a stored body, so they are
- * stored with it; the other fixed lines are the config's and are taken from it at send time. */
-static bool body_header(const char *line)
-{
-    return strncasecmp(line, "Content-Type:", 13) == 0 ||
-           strncasecmp(line, "Content-Encoding:", 17) == 0 ||
-           strncasecmp(line, "grpc-encoding:", 14) == 0;
-}
-
-/* Reads the slot's stored entry at its first part; later parts follow in the same buffer. */
-static int slot_load(struct slot *sl)
-{
-    struct hs_sender *s = sl->s;
-    struct entry *e = sl->entry;
-    int rc = hs_queue_store_get(s->store, e->rec_id, &sl->rec);
-    if (rc != 0) {
-        store_error(s, s->err_read, "read");
-        return rc;
-    }
-    uint32_t parts;
-    if (hs_queue_record_check(sl->rec.data, sl->rec.len, &parts, &sl->rec_off) != 0 ||
-        parts != e->parts) {
-        hs_counter_add(s->err_read, 1);
-        uint32_t suppressed;
-        if (hs_ratelimit_allow(&s->store_rl, hs_now_ms(), &suppressed))
-            hs_log_error(s->opt.id,
-                         "queue record %lld in %s is damaged (CRC): dropped (%u similar "
-                         "messages suppressed)",
-                         (long long)e->rec_id, hs_queue_store_path(s->store), suppressed);
-        return HS_EINVAL;
-    }
-    struct hs_queue_part skip;
-    for (uint32_t i = 0; i < sl->part; i++) /* parts settled before a restart */
-        if (hs_queue_record_part(sl->rec.data, sl->rec.len, &sl->rec_off, &skip) != 0)
-            return HS_EINVAL;
-    return 0;
-}
-
-/* Fills the slot's request from the stored record's next part. */
-static int slot_stored_part(struct slot *sl)
-{
-    struct hs_sender *s = sl->s;
-    if (sl->rec.len == 0) {
-        int rc = slot_load(sl);
-        if (rc != 0)
-            return rc;
-    }
-    struct hs_queue_part p;
-    if (hs_queue_record_part(sl->rec.data, sl->rec.len, &sl->rec_off, &p) != 0)
-        return HS_EINVAL;
-    struct hs_sender_request *r = &sl->req;
-    r->count = p.count;
-    r->url = p.url;
-    if (p.url_relative) {
-        if (hs_buf_printf(&r->url_buf, "%s%s", s->opt.url ? s->opt.url : "", p.url) != 0)
-            return HS_ENOMEM;
-        r->url = (const char *)r->url_buf.data;
-    }
-    r->body = p.body;
-    r->body_len = p.body_len;
-    if (lines_reserve(sl, s->opt.header_count + p.nlines) != 0)
-        return HS_ENOMEM;
-    sl->nlines = 0;
-    for (size_t i = 0; i < s->opt.header_count; i++)
-        if (!body_header(s->opt.headers[i]))
-            sl->lines[sl->nlines++] = s->opt.headers[i];
-    for (size_t i = 0; i < p.nlines; i++)
-        sl->lines[sl->nlines++] = p.lines[i];
-    return 0;
-}
-
 /* The item leaves the slot: released, or with storage its record deleted. */
 static void slot_settle(struct slot *sl)
 {
     struct hs_sender *s = sl->s;
     struct entry *e = sl->entry;
-    request_free(&sl->req);
+    hs_sender_request_free(&sl->req);
     if (s->store && hs_queue_store_delete(s->store, e->rec_id) != 0)
-        store_error(s, s->err_delete, "delete (the record will be sent again at the next start)");
+        hs_sender_store_error(s, s->err_delete,
+                              "delete (the record will be sent again at the next start)");
     hs_buf_free(&sl->rec); /* up to a whole batch: not kept for the next item */
     s->held--;
     s->held_bytes -= e->bytes;
     s->health.pending = s->held > 0;
-    entry_free(s, e);
+    hs_sender_entry_free(s, e);
     sl->entry = NULL;
 }
 
@@ -507,10 +334,10 @@ static bool slot_advance(struct slot *sl)
     struct hs_sender *s = sl->s;
     struct entry *e = sl->entry;
     for (; sl->part < e->parts; sl->part++) {
-        request_free(&sl->req);
+        hs_sender_request_free(&sl->req);
         int rc;
         if (!e->item) {
-            if ((rc = slot_stored_part(sl)) != 0) { /* the rest of the record is unreadable */
+            if ((rc = hs_sender_store_part(sl)) != 0) { /* the rest of the record is unreadable */
                 slot_drop(sl, rc == HS_ENOMEM ? "out_of_memory" : "store_unreadable", e->count);
                 break;
             }
@@ -543,7 +370,8 @@ static void slot_part_done(struct slot *sl)
         return;
     e->count -= HS_MIN(sl->req.count, e->count);
     if (sl->part < e->parts && hs_queue_store_advance(s->store, e->rec_id, sl->part, e->count))
-        store_error(s, s->err_write, "update (sent parts may be sent again at the next start)");
+        hs_sender_store_error(s, s->err_write,
+                              "update (sent parts may be sent again at the next start)");
 }
 
 /* Shutting down with storage: the item stays on disk for the next start. */
@@ -551,7 +379,7 @@ static void slot_leave(struct slot *sl)
 {
     struct hs_sender *s = sl->s;
     struct entry *e = sl->entry;
-    request_free(&sl->req);
+    hs_sender_request_free(&sl->req);
     hs_buf_free(&sl->rec);
     sl->entry = NULL;
     e->next = s->head; /* counted with the queue's rest when the sender finishes */
@@ -704,7 +532,7 @@ static void on_response(void *ud, const struct hs_http_result *in)
 /* ---- the queue -------------------------------------------------------------------------- */
 
 /* Moves queued items into idle slots and starts them. */
-static void sender_pump(struct hs_sender *s)
+void hs_sender_pump(struct hs_sender *s)
 {
     if (s->closing && s->store) /* what is queued stays on disk for the next start */
         return;
@@ -736,7 +564,7 @@ static void timer_closed(uv_handle_t *h)
     handle_closed(((struct slot *)h->data)->s);
 }
 
-static void client_closed(void *ud)
+static void transport_closed(void *ud)
 {
     handle_closed(ud);
 }
@@ -749,130 +577,27 @@ static bool slots_busy(const struct hs_sender *s)
     return false;
 }
 
-/* Shutting down with storage: says what stays on disk, frees the queue, closes the store. */
-static void storage_finish(struct hs_sender *s)
-{
-    uint64_t items = 0;
-    while (s->head) {
-        struct entry *e = s->head;
-        s->head = e->next;
-        items += e->count;
-        entry_free(s, e);
-    }
-    s->tail = &s->head;
-    if (s->held)
-        hs_log_info(s->opt.id,
-                    "left %u batches (%llu %s, %llu bytes) on disk in %s: the next "
-                    "start sends them",
-                    s->held, (unsigned long long)items, s->opt.items,
-                    (unsigned long long)s->held_bytes, hs_queue_store_path(s->store));
-    s->held = 0;
-    s->held_bytes = 0;
-    s->health.pending = false;
-    hs_queue_store_close(s->store);
-    s->store = NULL;
-}
-
 /* Sends what is queued; once shutting down and empty (with storage: once no request is out),
  * closes everything and reports done. */
 static void sender_progress(struct hs_sender *s)
 {
-    sender_pump(s);
+    hs_sender_pump(s);
     if (!s->closing || s->finishing || (s->store ? slots_busy(s) : s->held > 0))
         return;
     s->finishing = true;
     hs_metrics_gauge_remove(s->metrics, s);
     if (s->store)
-        storage_finish(s);
+        hs_sender_store_finish(s);
     s->closing_handles = s->nslots + 1;
     for (uint32_t i = 0; i < s->nslots; i++)
         uv_close((uv_handle_t *)&s->slots[i].timer, timer_closed);
-    hs_http_client_close(s->client, client_closed, s);
+    s->transport->close(s->conn, transport_closed, s);
 }
 
 bool hs_sender_ready(const struct hs_sender *s)
 {
     return !s->closing && (s->started || !s->opt.queue->storage) && s->held < s->capacity &&
            s->held_bytes < s->opt.queue->queue_bytes;
-}
-
-/* Encodes part of item into rec; a part that cannot be is dropped and counted, as it would be
- * at send time without storage. Returns the items stored, or -1 when none was. */
-static int record_part(struct hs_sender *s, struct hs_buf *rec, void *item, uint32_t part,
-                       uint32_t parts, uint32_t count)
-{
-    struct hs_sender_request req = {0};
-    int rc = s->opt.hooks.encode(s->opt.ud, item, part, &req);
-    struct hs_queue_part p = {.count = req.count, .body = req.body, .body_len = req.body_len};
-    size_t base = s->opt.url ? strlen(s->opt.url) : 0;
-    /* a record part has one body (queue_store.h), so a prefix is joined to it here and the
-     * replay sends it as it is. This copy comes with the disk write, which copies the body
-     * anyway; requests sent from memory keep them apart. */
-    struct hs_buf joined = {0};
-    if (rc == 0 && req.prefix_len) {
-        rc = hs_buf_reserve(&joined, req.prefix_len + req.body_len);
-        if (rc == 0) { /* reserved: the appends cannot fail */
-            hs_buf_append(&joined, req.prefix, req.prefix_len);
-            hs_buf_append(&joined, req.body, req.body_len);
-            p.body = joined.data;
-            p.body_len = joined.len;
-        }
-    }
-    if (rc == 0) {
-        p.url_relative = base && strncmp(req.url, s->opt.url, base) == 0;
-        p.url = req.url + (p.url_relative ? base : 0);
-        for (size_t i = 0; i < req.header_count && p.nlines < HS_QUEUE_PART_LINES; i++)
-            if (body_header(req.headers[i]))
-                p.lines[p.nlines++] = req.headers[i];
-        for (size_t i = 0; i < req.extra_count && p.nlines < HS_QUEUE_PART_LINES; i++)
-            p.lines[p.nlines++] = req.extra[i];
-        rc = hs_queue_record_add(rec, &p);
-    }
-    if (rc != 0) {
-        uint32_t n = req.count ? req.count : parts == 1 ? count : 0;
-        sender_drop(s, rc == HS_ENOMEM ? "out_of_memory" : "encode_failed", n);
-    }
-    hs_buf_free(&joined);
-    request_free(&req);
-    return rc == 0 ? (int)p.count : -1;
-}
-
-/* With storage: the item's requests are on disk before this returns 0. */
-static int submit_stored(struct hs_sender *s, void *item, uint32_t count, uint32_t parts)
-{
-    struct hs_buf rec = {0};
-    struct hs_queue_store_meta meta = {0};
-    int rc = hs_queue_record_start(&rec);
-    for (uint32_t i = 0; rc == 0 && i < parts; i++) {
-        int n = record_part(s, &rec, item, i, parts, count);
-        if (n >= 0) {
-            meta.parts++;
-            meta.count += (uint32_t)n;
-        }
-    }
-    s->opt.hooks.release(s->opt.ud, item); /* from here on the record is the item */
-    /* nothing could be encoded: dropped and counted above */
-    if (rc == 0 && meta.parts == 0) {
-        hs_buf_free(&rec);
-        return 0;
-    }
-    if (rc == 0)
-        rc = hs_queue_record_finish(&rec, meta.parts);
-    if (rc == 0 && (rc = hs_queue_store_put(s->store, rec.data, rec.len, &meta)) != 0)
-        store_error(s, s->err_write, "write, batch refused");
-    hs_buf_free(&rec);
-    if (rc != 0) { /* refused, not dropped: the client keeps it and retries */
-        hs_counter_add(s->enqueue_failed, meta.count ? meta.count : count);
-        return HS_EAGAIN;
-    }
-    struct entry *e = hs_xcalloc(1, sizeof(*e));
-    e->bytes = meta.bytes;
-    e->count = meta.count;
-    e->parts = meta.parts;
-    e->rec_id = meta.id;
-    queue_append(s, e);
-    sender_pump(s);
-    return 0;
 }
 
 int hs_sender_submit(struct hs_sender *s, void *item, size_t bytes, uint32_t count, uint32_t parts)
@@ -884,15 +609,15 @@ int hs_sender_submit(struct hs_sender *s, void *item, size_t bytes, uint32_t cou
         return HS_EAGAIN;
     }
     if (s->store)
-        return submit_stored(s, item, count, parts ? parts : 1);
+        return hs_sender_store_submit(s, item, count, parts ? parts : 1);
     struct entry *e = hs_xcalloc(1, sizeof(*e));
     e->item = item;
     e->bytes = bytes;
     e->count = count;
     e->parts = parts ? parts : 1;
-    queue_append(s, e);
+    hs_sender_queue_append(s, e);
     if (s->started)
-        sender_pump(s);
+        hs_sender_pump(s);
     return 0;
 }
 

@@ -13,10 +13,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "buf.h"
-#include "common.h"
-#include "errors.h"
-#include "log.h"
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/errors.h"
+#include "core/log.h"
 
 struct hs_queue_store {
     sqlite3 *db;
