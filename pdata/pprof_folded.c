@@ -94,7 +94,7 @@ static const char *last_space(const struct line *l)
 
 struct folded {
     Perftools__Profiles__Profile prof;
-    Perftools__Profiles__ValueType vt;
+    Perftools__Profiles__ValueType vt, pt; /* sample type, period type */
     struct frames f;
     struct hs_arena *a;
     char *err;
@@ -147,12 +147,13 @@ static int add_sample(struct folded *fo, const struct line *l, const char *sp, s
     return 0;
 }
 
-/* Function i and Location i (ids i + 1) for frame i, whose name is string i + 3. */
+/* Function i and Location i (ids i + 1) for frame i, whose name is string i + 3; the period
+ * type's strings last. */
 static int build_tables(struct folded *fo, const char *type, const char *unit)
 {
     uint32_t n = fo->f.n;
     Perftools__Profiles__Profile *pr = &fo->prof;
-    pr->string_table = hs_arena_alloc(fo->a, ((size_t)n + 3) * sizeof(char *));
+    pr->string_table = hs_arena_alloc(fo->a, ((size_t)n + 5) * sizeof(char *));
     pr->function = hs_arena_alloc(fo->a, (n ? n : 1) * sizeof(*pr->function));
     pr->location = hs_arena_alloc(fo->a, (n ? n : 1) * sizeof(*pr->location));
     Perftools__Profiles__Function *fn = hs_arena_alloc(fo->a, (n ? n : 1) * sizeof(*fn));
@@ -161,10 +162,12 @@ static int build_tables(struct folded *fo, const char *type, const char *unit)
     Perftools__Profiles__Line **lnp = hs_arena_alloc(fo->a, (n ? n : 1) * sizeof(*lnp));
     if (!pr->string_table || !pr->function || !pr->location || !fn || !loc || !ln || !lnp)
         return HS_ENOMEM;
-    pr->n_string_table = (size_t)n + 3;
+    pr->n_string_table = (size_t)n + 5;
     pr->string_table[0] = "";
     pr->string_table[1] = (char *)type;
     pr->string_table[2] = (char *)unit;
+    pr->string_table[n + 3] = "cpu"; /* the period type */
+    pr->string_table[n + 4] = "nanoseconds";
     for (uint32_t i = 0; i < n; i++) {
         pr->string_table[i + 3] = fo->f.names[i];
         perftools__profiles__function__init(&fn[i]);
@@ -240,6 +243,7 @@ int hs_pprof_from_folded(const char *text, size_t len, const char *type, const c
         return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     perftools__profiles__profile__init(&fo.prof);
     perftools__profiles__value_type__init(&fo.vt);
+    perftools__profiles__value_type__init(&fo.pt);
     int rc = fold(&fo, text ? text : "", text ? len : 0, type, unit, period, max_samples);
     if (rc == 0) {
         Perftools__Profiles__ValueType *vt = &fo.vt;
@@ -247,8 +251,10 @@ int hs_pprof_from_folded(const char *text, size_t len, const char *type, const c
         vt->unit = 2;
         fo.prof.n_sample_type = 1;
         fo.prof.sample_type = &vt;
-        if (period > 0) {
-            fo.prof.period_type = vt;
+        if (period > 0) { /* pkg/ingester/pyroscope/ingest_adapter.go Put: cpu/nanoseconds */
+            fo.pt.type = (int64_t)fo.prof.n_string_table - 2;
+            fo.pt.unit = (int64_t)fo.prof.n_string_table - 1;
+            fo.prof.period_type = &fo.pt;
             fo.prof.period = period;
         }
         size_t n = perftools__profiles__profile__get_packed_size(&fo.prof);

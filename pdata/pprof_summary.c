@@ -1,6 +1,7 @@
 /* pprof_summary.c: from a checked pprof to the summary the correlator indexes (functions by
  * (name, file) with self and total, distinct root-first stacks per span, span totals), then the
  * series labels and time window Pyroscope would derive (wire.md §5.3, §6, §7.1). */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -464,28 +465,71 @@ int hs_pprof_build_summary(struct pp_ctx *c, struct hs_profile *p)
 
 /* ---- labels and time ------------------------------------------------------------------ */
 
-/* Pyroscope's profile name from the sample types (wire.md §5.3): a `wall` type wins; otherwise
- * the first type that matches one of the patterns, in sample type order. */
-static const char *name_heuristic(const struct hs_profile_summary *s)
+/* The display names Pyroscope gives sample types when an /ingest upload has no
+ * sample_type_config (pkg/og/storage/tree/pprof.go DefaultSampleTypeMapping; the other
+ * defaults there set units only). A Go block profile sent so is named "mutex" there too. */
+static const char *default_display(const char *type)
+{
+    static const char *const map[][2] = {{"samples", "cpu"},
+                                         {"goroutine", "goroutines"},
+                                         {"contentions", "mutex_count"},
+                                         {"delay", "mutex_duration"}};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(map); i++)
+        if (strcmp(type, map[i][0]) == 0)
+            return map[i][1];
+    return type;
+}
+
+/* A sample type as Pyroscope's name heuristic reads it: its non-empty "display-name" in the
+ * upload's sample_type_config when there is one (pyroscope-go names the columns of its mutex
+ * and block profiles, "contentions" and "delay", mutex_count/block_count and mutex_duration/
+ * block_duration there), else the defaults above. */
+static const char *display_name(const json_t *stc, const char *type)
+{
+    if (!stc)
+        return default_display(type);
+    const json_t *dn = json_object_get(json_object_get(stc, type), "display-name");
+    const char *v = json_is_string(dn) ? json_string_value(dn) : NULL;
+    return v && *v ? v : type;
+}
+
+/* Pyroscope's __name__ for a pprof with none (pkg/og/convert/pprof/profile.go metricName): a
+ * type named "wall" wins; otherwise the first type whose display name matches a pattern, in
+ * sample type order; otherwise the last display name, as Pyroscope returns it. The result
+ * points into s or stc. */
+static const char *name_heuristic(const struct hs_profile_summary *s, const json_t *stc)
 {
     for (uint32_t t = 0; t < s->ntypes; t++)
         if (strcmp(s->types[t], "wall") == 0)
             return "wall";
+    const char *st = "unknown"; /* no sample types: nothing for Pyroscope to store either */
     for (uint32_t t = 0; t < s->ntypes; t++) {
-        const char *ty = s->types[t];
-        if (strstr(ty, "cpu"))
+        st = display_name(stc, s->types[t]);
+        if (strstr(st, "cpu"))
             return "process_cpu";
-        if (strstr(ty, "alloc_") || strstr(ty, "inuse_") || strstr(ty, "space") ||
-            strstr(ty, "objects"))
+        if (strstr(st, "alloc_") || strstr(st, "inuse_") || strcmp(st, "space") == 0 ||
+            strcmp(st, "objects") == 0)
             return "memory";
-        if (strstr(ty, "mutex_"))
+        if (strstr(st, "mutex_"))
             return "mutex";
-        if (strstr(ty, "block_"))
+        if (strstr(st, "block_"))
             return "block";
-        if (strstr(ty, "goroutine"))
+        if (strstr(st, "goroutines"))
             return "goroutines";
     }
-    return "unknown";
+    return st;
+}
+
+/* The __name__ Pyroscope stores one sample type under, after its default relabel rules
+ * (pkg/validation/relabeling.go): "godeltaprof_X" is X, and a wall profile's "cpu" column
+ * (@pyroscope/nodejs with collectCpuTime) is process_cpu. */
+static const char *series_name(const char *name, const char *type)
+{
+    if (strncmp(name, "godeltaprof_", 12) == 0 && name[12])
+        name += 12;
+    if (strcmp(name, "wall") == 0 && strcmp(type, "cpu") == 0)
+        return "process_cpu";
+    return name;
 }
 
 static int set_label(struct hs_profile *p, const char *name, const char *value)
@@ -498,8 +542,12 @@ int hs_pprof_complete_labels(struct pp_ctx *c, struct hs_profile *p)
     struct hs_profile_summary *s = &p->summary;
     int rc = 0;
     const char *name = hs_profile_label(p, "__name__");
-    if (!name && !(rc = set_label(p, "__name__", name_heuristic(s))))
-        name = hs_profile_label(p, "__name__");
+    if (!name) {
+        json_t *stc = p->sample_type_config ? json_loads(p->sample_type_config, 0, NULL) : NULL;
+        if (!(rc = set_label(p, "__name__", name_heuristic(s, stc))))
+            name = hs_profile_label(p, "__name__");
+        json_decref(stc);
+    }
     if (!rc && !hs_profile_label(p, "service_name"))
         rc = set_label(p, "service_name", "unknown_service");
     if (rc)
@@ -510,12 +558,13 @@ int hs_pprof_complete_labels(struct pp_ctx *c, struct hs_profile *p)
     if (!s->type_ids)
         return hs_pprof_errf(c->err, c->errlen, HS_ENOMEM, "out of memory");
     for (uint32_t t = 0; t < s->ntypes; t++) {
-        size_t n = strlen(name) + strlen(s->types[t]) + strlen(s->units[t]) +
-                   strlen(s->period_type) + strlen(s->period_unit) + 5;
+        const char *sn = series_name(name, s->types[t]);
+        size_t n = strlen(sn) + strlen(s->types[t]) + strlen(s->units[t]) + strlen(s->period_type) +
+                   strlen(s->period_unit) + 5;
         char *id = hs_arena_alloc(p->arena, n);
         if (!id)
             return hs_pprof_errf(c->err, c->errlen, HS_ENOMEM, "out of memory");
-        snprintf(id, n, "%s:%s:%s:%s:%s", name, s->types[t], s->units[t], s->period_type,
+        snprintf(id, n, "%s:%s:%s:%s:%s", sn, s->types[t], s->units[t], s->period_type,
                  s->period_unit);
         s->type_ids[t] = id;
     }

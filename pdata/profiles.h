@@ -48,7 +48,9 @@ struct hs_profile_summary {
     const char **types;    /* sample_type[i].type, e.g. "cpu" */
     const char **units;    /* sample_type[i].unit, e.g. "nanoseconds" */
     const char **type_ids; /* "<__name__>:<type>:<unit>:<period type>:<period unit>",
-                            * e.g. "process_cpu:cpu:nanoseconds:cpu:nanoseconds" */
+                            * e.g. "process_cpu:cpu:nanoseconds:cpu:nanoseconds": the series
+                            * Pyroscope stores the type in, after its default relabel rules
+                            * (a wall profile's cpu column is process_cpu) */
     const char *period_type, *period_unit;
     int64_t period;
     /* The column the correlator reads: a "cpu" type if any, else "wall", else the
@@ -124,7 +126,8 @@ struct hs_pprof_limits {
  * Pyroscope and pprof's CheckValid do (string_table[0] == "", every string index in range,
  * ids nonzero, unique and resolving, value count == sample_type count, valid UTF-8, limits),
  * and fills p->summary. Then completes the labels: `__name__` from the sample types when absent
- * (wire.md §5.3 heuristic), `service_name` = "unknown_service" when still absent, p->service;
+ * (wire.md §5.3 heuristic, through p->sample_type_config's display names, or Pyroscope's
+ * defaults without one), `service_name` = "unknown_service" when still absent, p->service;
  * and p->from_ns/until_ns from time_nanos/duration_nanos when they are 0 (now when those are
  * 0 too). Returns 0; HS_EINVAL (not pprof, malformed: err names the field and index) or
  * HS_E2BIG (a limit: err names it). */
@@ -134,7 +137,8 @@ int hs_profile_summarize(struct hs_profile *p, const struct hs_pprof_limits *lim
 /* Converts folded/collapsed stacks text ("a;b;c 100\n", root first; wire.md §5.3) into an
  * uncompressed pprof with one sample type `type`/`unit` (e.g. "cpu"/"nanoseconds" where each
  * count is scaled by `period`, or "samples"/"count" with period 0 meaning unscaled), written to
- * out. Returns 0, HS_EINVAL (err names the line), HS_E2BIG (more than max_samples lines). */
+ * out. A period comes with the period type "cpu"/"nanoseconds", for wall time too, as
+ * Pyroscope's ingest adapter writes it. Returns 0, HS_EINVAL (err names the line), HS_E2BIG (more than max_samples lines). */
 int hs_pprof_from_folded(const char *text, size_t len, const char *type, const char *unit,
                          int64_t period, uint32_t max_samples, struct hs_buf *out, char *err,
                          size_t errlen);

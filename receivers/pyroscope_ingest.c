@@ -56,6 +56,41 @@ static const char *unsupported_format(const char *fmt, struct hs_str ct)
     return NULL;
 }
 
+/* What Pyroscope's json.Unmarshal into map[string]*SampleTypeConfig refuses
+ * (pkg/og/convert/pprof/profile.go loadPprofFromForm): a member that is not an object or null,
+ * or a known field of the wrong type. "display-name" names the profile (pprof_summary.c). */
+static void stc_check(const json_t *cfg, char *why, size_t len)
+{
+    static const struct {
+        const char *key;
+        bool boolean;
+    } fields[] = {{"units", false},
+                  {"display-name", false},
+                  {"aggregation", false},
+                  {"cumulative", true},
+                  {"sampled", true}};
+    const char *type;
+    const json_t *v;
+    json_object_foreach((json_t *)cfg, type, v)
+    {
+        if (json_is_null(v))
+            continue;
+        if (!json_is_object(v)) {
+            snprintf(why, len, "\"%.40s\" is not an object", type);
+            return;
+        }
+        for (size_t i = 0; i < HS_ARRAY_SIZE(fields); i++) {
+            const json_t *fv = json_object_get(v, fields[i].key);
+            if (fv && !json_is_null(fv) &&
+                (fields[i].boolean ? !json_is_boolean(fv) : !json_is_string(fv))) {
+                snprintf(why, len, "\"%.40s\".%s is not a %s", type, fields[i].key,
+                         fields[i].boolean ? "boolean" : "string");
+                return;
+            }
+        }
+    }
+}
+
 static int multipart_profile(const struct hs_pyro_ingest_req *in, struct hs_profile *p,
                              struct hs_pyro_fail *f)
 {
@@ -87,11 +122,16 @@ static int multipart_profile(const struct hs_pyro_ingest_req *in, struct hs_prof
         json_error_t jerr;
         json_t *j = json_loadb((const char *)stc->data, stc->len, 0, &jerr);
         bool object = j && json_is_object(j);
+        char why[160] = "";
+        if (object)
+            stc_check(j, why, sizeof(why));
         json_decref(j);
         if (!object)
             return hs_pyro_failf(f, 400, "bad_multipart",
                                  "sample_type_config: not a JSON object%s%s", j ? "" : ": ",
                                  j ? "" : jerr.text);
+        if (why[0])
+            return hs_pyro_failf(f, 400, "bad_multipart", "sample_type_config: %s", why);
         if (!(p->sample_type_config = hs_profile_strdup(p, (const char *)stc->data, stc->len)))
             return hs_pyro_fail_code(f, HS_ENOMEM, "sample_type_config", NULL);
     }
@@ -100,33 +140,32 @@ static int multipart_profile(const struct hs_pyro_ingest_req *in, struct hs_prof
     return 0;
 }
 
-/* Folded text into an uncompressed pprof whose sample type comes from the app name's suffix;
- * the service is the app name without it. */
+/* Folded text into an uncompressed pprof typed and named by the app name's suffix; the
+ * service is the app name without it. *name: the __name__ Pyroscope gives it. */
 static int folded_profile(const struct hs_pyro_ingest_req *in, const struct hs_pyro_query *q,
                           const struct hs_pyro_limits *lim, struct hs_profile *p,
-                          size_t *service_len, struct hs_pyro_fail *f)
+                          size_t *service_len, const char **name, struct hs_pyro_fail *f)
 {
-    const char *type, *unit;
-    bool scaled;
-    size_t sfx;
-    if (!hs_pyro_folded_type(p->app_name, &type, &unit, &scaled, &sfx))
+    struct hs_pyro_folded ft;
+    if (!hs_pyro_folded_type(p->app_name, &ft))
         return hs_pyro_failf(f, 400, "bad_name",
                              "name: unknown profile type \"%s\" (the app name's last '.' "
                              "segment, e.g. .cpu, .wall, .alloc_space)",
                              strrchr(p->app_name, '.') + 1);
-    *service_len = strlen(p->app_name) - sfx;
+    *service_len = strlen(p->app_name) - ft.suffix_len;
+    *name = ft.name;
     int64_t period = 0;
-    if (scaled) {
-        bool valid;
-        uint32_t rate = hs_pyro_sample_rate(q->sample_rate, &valid);
-        if (rate)
-            period = 1000000000 / rate;
-        else
-            unit = "count"; /* sampleRate=0: the counts are plain sample counts */
+    bool valid;
+    uint32_t rate = hs_pyro_sample_rate(q->sample_rate, &valid);
+    bool timed = strcmp(ft.name, "process_cpu") == 0 || strcmp(ft.name, "wall") == 0;
+    if (timed && rate) { /* ingest_adapter.go Put: the counts become time */
+        period = 1000000000 / rate;
+        ft.type = strcmp(ft.name, "wall") == 0 ? "wall" : "cpu";
+        ft.unit = "nanoseconds";
     }
     struct hs_buf out = {0};
     char err[200] = "";
-    int rc = hs_pprof_from_folded((const char *)in->body, in->len, type, unit, period,
+    int rc = hs_pprof_from_folded((const char *)in->body, in->len, ft.type, ft.unit, period,
                                   lim->pprof.max_samples, &out, err, sizeof(err));
     if (rc == 0)
         rc = hs_pyro_set_raw(p, out.data, out.len);
@@ -151,6 +190,7 @@ static int ingest_profile(const struct hs_pyro_ingest_req *in, const struct hs_p
                              "pprof, folded)",
                              unsup);
     size_t service_len = strlen(p->app_name);
+    const char *folded_name = NULL;
     bool is_mp;
     struct hs_str boundary;
     if (q->format && strcmp(q->format, "pprof") == 0)
@@ -158,7 +198,7 @@ static int ingest_profile(const struct hs_pyro_ingest_req *in, const struct hs_p
     else if ((hs_pyro_multipart_boundary(in->content_type, &is_mp, &boundary), is_mp))
         rc = multipart_profile(in, p, f);
     else
-        rc = folded_profile(in, q, lim, p, &service_len, f);
+        rc = folded_profile(in, q, lim, p, &service_len, &folded_name, f);
     if (rc)
         return rc;
     /* absent from/until stay 0: summarize then takes the pprof's own time (or now) */
@@ -168,7 +208,8 @@ static int ingest_profile(const struct hs_pyro_ingest_req *in, const struct hs_p
         p->until_ns = hs_pyro_attime(q->until, in->now_ns);
     if (q->spy_name && !(p->spy_name = hs_profile_strdup(p, q->spy_name, strlen(q->spy_name))))
         return hs_pyro_fail_code(f, HS_ENOMEM, "spyName", NULL);
-    if (hs_pyro_ingest_labels(p, p->app_name, service_len, q->spy_name))
+    if (hs_pyro_ingest_labels(p, p->app_name, service_len, q->spy_name) ||
+        (folded_name && hs_profile_set_label(p, "__name__", 8, folded_name, strlen(folded_name))))
         return hs_pyro_fail_code(f, HS_ENOMEM, "labels", NULL);
     rc = hs_profile_summarize(p, &lim->pprof, err, sizeof(err));
     return rc ? hs_pyro_fail_code(f, rc, "profile", err) : 0;

@@ -50,11 +50,19 @@ bool hs_pyro_multipart_boundary(struct hs_str content_type, bool *is_multipart,
 int hs_pyro_multipart_parse(const uint8_t *body, size_t len, struct hs_str boundary,
                             struct hs_pyro_part *parts, size_t *nparts, char *err, size_t errlen);
 
-/* The pprof sample type a folded upload gets from its app name's last '.' segment (wire.md
- * §5.3). Sets *type, *unit, *scaled (cpu and wall: counts times the sampling period) and
- * *suffix_len (0 when the name has no dot, else the length of ".suffix"). false: unknown. */
-bool hs_pyro_folded_type(const char *app, const char **type, const char **unit, bool *scaled,
-                         size_t *suffix_len);
+/* What a folded upload is, from its app name's last '.' segment (wire.md §5.3). */
+struct hs_pyro_folded {
+    const char *suffix; /* "mutex_count"; "cpu" when the name has no dot */
+    const char *name;   /* the series' __name__: "mutex" */
+    const char *type;   /* the pprof sample type and unit: "contentions", "count" */
+    const char *unit;
+    size_t suffix_len; /* 0 when the name has no dot, else the length of ".suffix" */
+};
+
+/* The profile a folded upload makes, as Pyroscope makes it. When __name__ is process_cpu or
+ * wall and sampleRate is not 0, the counts are scaled by the sampling period into "cpu" (or
+ * "wall") nanoseconds with the period type cpu/nanoseconds. false: an unknown suffix. */
+bool hs_pyro_folded_type(const char *app, struct hs_pyro_folded *out);
 
 /* Series labels of an /ingest profile as Pyroscope derives them (wire.md §5.3), after
  * hs_labelset_parse filled p: drops `__` labels but `__session_id__`, sets service_name (to

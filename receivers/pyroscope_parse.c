@@ -376,60 +376,44 @@ int hs_pyro_multipart_parse(const uint8_t *body, size_t len, struct hs_str bound
 
 /* ---- folded ----------------------------------------------------------------------------- */
 
-bool hs_pyro_folded_type(const char *app, const char **type, const char **unit, bool *scaled,
-                         size_t *suffix_len)
+bool hs_pyro_folded_type(const char *app, struct hs_pyro_folded *out)
 {
-    static const struct {
-        const char *name, *unit;
-        bool prefix;
-    } known[] = {
-        {"cpu", "nanoseconds"},
-        {"wall", "nanoseconds"},
-        {"inuse_objects", "count"},
-        {"inuse_space", "bytes"},
-        {"alloc_objects", "count"},
-        {"alloc_space", "bytes"},
-        {"goroutines", "count"},
-        {"mutex_count", "count"},
-        {"mutex_duration", "nanoseconds"},
-        {"block_count", "count"},
-        {"block_duration", "nanoseconds"},
-        {"itimer", "count"},
-        {"alloc_in_new_tlab_", "", true},
-        {"alloc_outside_tlab_", "", true},
-        {"lock_count", "count"},
-        {"lock_duration", "nanoseconds"},
-        {"live", "count"},
-        {"exceptions", "count"},
-        {"seconds", "seconds"},
-        {"nanoseconds", "nanoseconds"},
-        {"microseconds", "microseconds"},
-        {"milliseconds", "milliseconds"},
-        {"bytes", "bytes"},
+    /* pkg/ingester/pyroscope/ingest_adapter.go convertMetadata: suffix -> __name__, sample
+     * type, unit; cpu and wall (also itimer and the time units) are scaled by sampleRate */
+    static const struct hs_pyro_folded known[] = {
+        {"cpu", "process_cpu", "samples", "count"},
+        {"wall", "wall", "samples", "count"},
+        {"inuse_objects", "memory", "inuse_objects", "count"},
+        {"inuse_space", "memory", "inuse_space", "bytes"},
+        {"alloc_objects", "memory", "alloc_objects", "count"},
+        {"alloc_space", "memory", "alloc_space", "bytes"},
+        {"goroutines", "goroutine", "goroutines", "count"}, /* sic: Pyroscope's singular */
+        {"mutex_count", "mutex", "contentions", "count"},
+        {"mutex_duration", "mutex", "delay", "nanoseconds"},
+        {"block_count", "block", "contentions", "count"},
+        {"block_duration", "block", "delay", "nanoseconds"},
+        {"itimer", "process_cpu", "samples", "count"},
+        {"alloc_in_new_tlab_objects", "memory", "alloc_in_new_tlab_objects", "count"},
+        {"alloc_in_new_tlab_bytes", "memory", "alloc_in_new_tlab_bytes", "bytes"},
+        {"alloc_outside_tlab_objects", "memory", "alloc_outside_tlab_objects", "count"},
+        {"alloc_outside_tlab_bytes", "memory", "alloc_outside_tlab_bytes", "bytes"},
+        {"lock_count", "block", "contentions", "count"},
+        {"lock_duration", "block", "delay", "nanoseconds"},
+        {"live", "memory", "live", "count"},
+        {"exceptions", "exceptions", "samples", "count"},
+        {"seconds", "wall", "samples", "count"},
+        {"nanoseconds", "wall", "samples", "count"},
+        {"microseconds", "wall", "samples", "count"},
+        {"milliseconds", "wall", "samples", "count"},
+        {"bytes", "memory", "samples", "bytes"},
     };
     const char *dot = strrchr(app, '.');
-    *scaled = false;
-    if (!dot) {
-        *type = "cpu";
-        *unit = "nanoseconds";
-        *scaled = true;
-        *suffix_len = 0;
-        return true;
-    }
-    const char *sfx = dot + 1;
+    const char *sfx = dot ? dot + 1 : "cpu";
     for (size_t i = 0; i < HS_ARRAY_SIZE(known); i++) {
-        size_t kl = strlen(known[i].name);
-        if (known[i].prefix ? strncmp(sfx, known[i].name, kl) != 0 || !sfx[kl]
-                            : strcmp(sfx, known[i].name) != 0)
+        if (strcmp(sfx, known[i].suffix) != 0)
             continue;
-        *type = sfx;
-        /* JFR's tlab suffixes end in _objects or _bytes */
-        size_t sl = strlen(sfx);
-        *unit = !known[i].prefix                                ? known[i].unit
-                : sl > 6 && strcmp(sfx + sl - 6, "_bytes") == 0 ? "bytes"
-                                                                : "count";
-        *scaled = i < 2;
-        *suffix_len = strlen(dot);
+        *out = known[i];
+        out->suffix_len = dot ? strlen(dot) : 0;
         return true;
     }
     return false;

@@ -37,11 +37,8 @@ static void parse_pieces(const char *q, size_t qlen, const uint8_t *body, size_t
             struct hs_profile *p = hs_profile_new();
             if (p &&
                 hs_labelset_parse(query.name, strlen(query.name), 30, p, err, sizeof(err)) == 0) {
-                const char *type, *unit;
-                bool scaled;
-                size_t sfx;
-                if (hs_pyro_folded_type(p->app_name, &type, &unit, &scaled, &sfx) &&
-                    sfx > strlen(p->app_name))
+                struct hs_pyro_folded ft;
+                if (hs_pyro_folded_type(p->app_name, &ft) && ft.suffix_len > strlen(p->app_name))
                     abort();
             }
             hs_profile_free(p);

@@ -8,7 +8,10 @@
 //     sink received prints them too;
 //  c) the /ingest exporter sends format=pprof (or multipart with the sample_type_config that came
 //     in), a name that parses back to the same labels, and the same from/until;
-//  d) the client's X-Scope-OrgID reaches the sinks; no tenant stays no tenant.
+//  d) the client's X-Scope-OrgID reaches the sinks; no tenant stays no tenant;
+//  e) one Go service's mutex and block profiles, uploaded as pyroscope-go does (same sample
+//     types, sample_type_config display names), and a Node wall profile with CPU time reach
+//     the push sink named mutex, block and wall, in series that never share a type id.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -403,5 +406,46 @@ service:
     const m = await fetchMetrics(hs.ports.admin);
     const accepted = metric(m, 'hotspan_receiver_accepted_profiles_total', { receiver: 'pyroscope', transport: 'http' });
     assert.ok(accepted >= 6, `hotspan_receiver_accepted_profiles_total = ${accepted}`);
+  });
+
+  it('e) Go mutex and block (pyroscope-go) and Node wall+cpu are forwarded as mutex, block and wall', async () => {
+    const svc = 'it-types';
+    const contention = { sampleTypes: [['contentions', 'count'], ['delay', 'nanoseconds']],
+      periodType: ['contentions', 'count'], period: 1,
+      samples: [{ stack: ['main', 'sync.(*Mutex).Lock'], values: [3, 4500000] }] };
+    // grafana/pyroscope-go session.go sampleTypeConfigMutex / sampleTypeConfigBlock
+    const stc = (kind) => JSON.stringify({
+      contentions: { 'display-name': `${kind}_count`, units: 'lock_samples' },
+      delay: { 'display-name': `${kind}_duration`, units: 'lock_nanoseconds' } });
+    for (const kind of ['mutex', 'block']) {
+      const mp = multipartBody([
+        { name: 'profile', filename: 'profile.pprof', data: encodeProfile(contention) },
+        { name: 'sample_type_config', filename: 'sample_type_config.json', data: stc(kind) },
+      ]);
+      const r = await postIngest(hs.ports.pyroscope, {
+        query: { name: `${svc}{kind=${kind}}`, spyName: 'gospy' },
+        body: mp.body, contentType: mp.contentType,
+      });
+      assert.equal(r.status, 200, `${kind}: ${r.body}`);
+    }
+    const wall = encodeProfile({ sampleTypes: [['samples', 'count'], ['wall', 'nanoseconds'], ['cpu', 'nanoseconds']],
+      periodType: ['wall', 'nanoseconds'], samples: [{ stack: ['./app.js:main:1'], values: [1, 10000000, 7000000] }] });
+    const r = await postIngest(hs.ports.pyroscope, { query: { name: `${svc}{kind=wall}`, format: 'pprof',
+      spyName: 'nodespy' }, body: wall });
+    assert.equal(r.status, 200, `wall: ${r.body}`);
+
+    const got = await pushSink.waitForProfiles(3, { filter: (p) => p.labels.service_name === svc });
+    const byKind = Object.fromEntries(got.map((p) => [p.labels.kind, p.labels.__name__]));
+    assert.deepEqual(byKind, { mutex: 'mutex', block: 'block', wall: 'wall' }, 'push labels __name__');
+    const lines = await waitForFileProfiles(outFile, (ps) => ps.filter((p) => p.labels.service_name === svc).length >= 3);
+    const ids = Object.fromEntries(lines.filter((l) => l.labels.service_name === svc)
+      .map((l) => [l.labels.kind, l.types.map((t) => t.id)]));
+    assert.deepEqual(ids, {
+      mutex: ['mutex:contentions:count:contentions:count', 'mutex:delay:nanoseconds:contentions:count'],
+      block: ['block:contentions:count:contentions:count', 'block:delay:nanoseconds:contentions:count'],
+      // Pyroscope's relabel rule stores a wall profile's cpu column as process_cpu
+      wall: ['wall:samples:count:wall:nanoseconds', 'wall:wall:nanoseconds:wall:nanoseconds',
+        'process_cpu:cpu:nanoseconds:wall:nanoseconds'],
+    });
   });
 });

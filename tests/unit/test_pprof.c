@@ -515,8 +515,10 @@ static void test_name_heuristic(void **state)
         {{"block_count", "block_duration"}, "block"},
         {{"goroutine"}, "goroutines"},
         {{"goroutines"}, "goroutines"},
-        {{"contentions", "delay"}, "unknown"},
-        {{"alloc_space", "cpu"}, "memory"}, /* first matching type, in order */
+        {{"contentions", "delay"}, "mutex"}, /* Pyroscope's display names without a config */
+        {{"alloc_space", "cpu"}, "memory"},  /* first matching type, in order */
+        {{"foo", "bar"}, "bar"},             /* no match: the last type, as Pyroscope names it */
+        {{"space_used"}, "space_used"},      /* "space" and "objects" must be whole */
         {{NULL}, "unknown"},
     };
     for (size_t i = 0; i < HS_ARRAY_SIZE(cases); i++) {
@@ -548,12 +550,173 @@ static void test_labels_kept(void **state)
     assert_string_equal(hs_profile_label(p, "__name__"), "wall");
     assert_string_equal(p->service, "checkout");
     assert_int_equal(p->nlabels, 2);
-    assert_string_equal(p->summary.type_ids[1], "wall:cpu:nanoseconds:cpu:nanoseconds");
+    /* Pyroscope's relabel rule: the cpu column of a wall profile is stored as process_cpu */
+    assert_string_equal(p->summary.type_ids[0], "wall:samples:count:cpu:nanoseconds");
+    assert_string_equal(p->summary.type_ids[1], "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
     assert_int_equal(p->from_ns, 5); /* a window from the request wins */
     assert_int_equal(p->until_ns, 9);
     hs_profile_free(p);
     hs_buf_free(&buf);
     pb_free(b);
+}
+
+/* One shape an SDK sends: sample types, period type, the upload's sample_type_config (NULL:
+ * none) or a __name__ label (push), and what Pyroscope names it. */
+struct shape {
+    const char *what;
+    const char *types[4][2];
+    const char *period[2];
+    const char *stc, *name_label;
+    const char *name;
+    const char *ids[4];
+};
+
+/* sample_type_config as grafana/pyroscope-go's session.go sends it */
+#define GO_STC_MUTEX                                                                               \
+    "{\"contentions\":{\"units\":\"lock_samples\",\"display-name\":\"mutex_count\"},"              \
+    "\"delay\":{\"units\":\"lock_nanoseconds\",\"display-name\":\"mutex_duration\"}}"
+#define GO_STC_BLOCK                                                                               \
+    "{\"contentions\":{\"units\":\"lock_samples\",\"display-name\":\"block_count\"},"              \
+    "\"delay\":{\"units\":\"lock_nanoseconds\",\"display-name\":\"block_duration\"}}"
+
+static const struct shape shapes[] = {
+    {"go cpu",
+     {{"samples", "count"}, {"cpu", "nanoseconds"}},
+     {"cpu", "nanoseconds"},
+     NULL,
+     NULL,
+     "process_cpu",
+     {"process_cpu:samples:count:cpu:nanoseconds", "process_cpu:cpu:nanoseconds:cpu:nanoseconds"}},
+    {"go heap",
+     {{"alloc_objects", "count"},
+      {"alloc_space", "bytes"},
+      {"inuse_objects", "count"},
+      {"inuse_space", "bytes"}},
+     {"space", "bytes"},
+     "{\"alloc_objects\":{\"units\":\"objects\"},\"alloc_space\":{\"units\":\"bytes\"},"
+     "\"inuse_space\":{\"units\":\"bytes\",\"aggregation\":\"average\"},"
+     "\"inuse_objects\":{\"units\":\"objects\",\"aggregation\":\"average\"}}",
+     NULL,
+     "memory",
+     {"memory:alloc_objects:count:space:bytes", "memory:alloc_space:bytes:space:bytes",
+      "memory:inuse_objects:count:space:bytes", "memory:inuse_space:bytes:space:bytes"}},
+    {"go goroutines",
+     {{"goroutine", "count"}},
+     {"goroutine", "count"},
+     "{\"goroutine\":{\"display-name\":\"goroutines\",\"units\":\"goroutines\","
+     "\"aggregation\":\"average\"}}",
+     NULL,
+     "goroutines",
+     {"goroutines:goroutine:count:goroutine:count"}},
+    {"go mutex",
+     {{"contentions", "count"}, {"delay", "nanoseconds"}},
+     {"contentions", "count"},
+     GO_STC_MUTEX,
+     NULL,
+     "mutex",
+     {"mutex:contentions:count:contentions:count", "mutex:delay:nanoseconds:contentions:count"}},
+    {"go block",
+     {{"contentions", "count"}, {"delay", "nanoseconds"}},
+     {"contentions", "count"},
+     GO_STC_BLOCK,
+     NULL,
+     "block",
+     {"block:contentions:count:contentions:count", "block:delay:nanoseconds:contentions:count"}},
+    /* @pyroscope/nodejs 0.6.4, raw pprof: wall with collectCpuTime, and heap (whose period
+     * type is its inuse_space column, renamed with it) */
+    {"node wall",
+     {{"samples", "count"}, {"wall", "nanoseconds"}, {"cpu", "nanoseconds"}},
+     {"wall", "nanoseconds"},
+     NULL,
+     NULL,
+     "wall",
+     {"wall:samples:count:wall:nanoseconds", "wall:wall:nanoseconds:wall:nanoseconds",
+      "process_cpu:cpu:nanoseconds:wall:nanoseconds"}},
+    {"node heap",
+     {{"inuse_objects", "count"}, {"inuse_space", "bytes"}},
+     {"inuse_space", "bytes"},
+     NULL,
+     NULL,
+     "memory",
+     {"memory:inuse_objects:count:inuse_space:bytes",
+      "memory:inuse_space:bytes:inuse_space:bytes"}},
+    /* Alloy scraping godeltaprof pushes __name__=godeltaprof_memory: stored as memory */
+    {"alloy godeltaprof",
+     {{"alloc_objects", "count"}, {"alloc_space", "bytes"}},
+     {"space", "bytes"},
+     NULL,
+     "godeltaprof_memory",
+     "godeltaprof_memory",
+     {"memory:alloc_objects:count:space:bytes", "memory:alloc_space:bytes:space:bytes"}},
+};
+
+static struct hs_profile *summarize_shape(const struct shape *sh)
+{
+    struct pb *b = pb_new();
+    size_t nt = 0;
+    for (; nt < 4 && sh->types[nt][0]; nt++)
+        add_type(b, sh->types[nt][0], sh->types[nt][1]);
+    b->prof.period_type = vt(b, sh->period[0], sh->period[1]);
+    b->prof.period = 1;
+    add_func(b, 1, "main.main", "main.go");
+    add_loc(b, 1, 1, (uint64_t)1);
+    add_sample(b, (uint64_t[]){1, 0}, (int64_t[]){1, 2, 3, 4});
+    struct hs_buf buf = {0};
+    pb_pack(b, &buf);
+    struct hs_profile *p = hs_profile_new();
+    assert_int_equal(hs_profile_set_raw(p, buf.data, buf.len), 0);
+    if (sh->stc)
+        p->sample_type_config = hs_profile_strdup(p, sh->stc, strlen(sh->stc));
+    if (sh->name_label)
+        hs_profile_set_label(p, "__name__", 8, sh->name_label, strlen(sh->name_label));
+    if (hs_profile_summarize(p, &big, err, sizeof(err)) != 0)
+        fail_msg("%s: %s", sh->what, err);
+    hs_buf_free(&buf);
+    pb_free(b);
+    return p;
+}
+
+/* Every profile the Go and Node SDKs send is named and typed as Pyroscope stores it, and no
+ * two types of one service share a series. */
+static void test_sdk_types_named(void **state)
+{
+    struct hs_profile *ps[HS_ARRAY_SIZE(shapes)];
+    for (size_t i = 0; i < HS_ARRAY_SIZE(shapes); i++) {
+        const struct shape *sh = &shapes[i];
+        struct hs_profile *p = ps[i] = summarize_shape(sh);
+        if (strcmp(hs_profile_label(p, "__name__"), sh->name) != 0)
+            fail_msg("%s: __name__ %s, want %s", sh->what, hs_profile_label(p, "__name__"),
+                     sh->name);
+        for (uint32_t t = 0; t < p->summary.ntypes; t++)
+            if (strcmp(p->summary.type_ids[t], sh->ids[t]) != 0)
+                fail_msg("%s: type %u is %s, want %s", sh->what, t, p->summary.type_ids[t],
+                         sh->ids[t]);
+    }
+    /* one service sending all of them (but Alloy's repeat of the Go heap) */
+    for (size_t i = 0; i + 1 < HS_ARRAY_SIZE(shapes); i++)
+        for (size_t j = i + 1; j + 1 < HS_ARRAY_SIZE(shapes); j++)
+            for (uint32_t a = 0; a < ps[i]->summary.ntypes; a++)
+                for (uint32_t b = 0; b < ps[j]->summary.ntypes; b++)
+                    if (strcmp(ps[i]->summary.type_ids[a], ps[j]->summary.type_ids[b]) == 0)
+                        fail_msg("%s and %s share %s", shapes[i].what, shapes[j].what,
+                                 ps[i]->summary.type_ids[a]);
+    for (size_t i = 0; i < HS_ARRAY_SIZE(shapes); i++)
+        hs_profile_free(ps[i]);
+}
+
+/* Pyroscope reads sample_type_config when there is one, and only then its defaults: a config
+ * without display names leaves "contentions" as it is. */
+static void test_sample_type_config_replaces_defaults(void **state)
+{
+    struct shape sh = shapes[3]; /* go mutex */
+    sh.stc = "{\"contentions\":{\"units\":\"lock_samples\"},\"delay\":null}";
+    struct hs_profile *p = summarize_shape(&sh);
+    assert_string_equal(hs_profile_label(p, "__name__"), "delay"); /* the last, unmatched */
+    hs_profile_free(p);
+    sh.stc = NULL; /* the defaults: a Go block profile sent raw is "mutex" to Pyroscope too */
+    p = summarize_shape(&sh);
+    assert_string_equal(hs_profile_label(p, "__name__"), "mutex");
+    hs_profile_free(p);
 }
 
 static void test_time_now_when_unset(void **state)
@@ -875,6 +1038,11 @@ static void test_folded_roundtrip(void **state)
     assert_string_equal(s->type_ids[0], "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
     hs_profile_free(p);
 
+    /* wall time too is periodic in cpu nanoseconds, as Pyroscope's ingest adapter writes it */
+    p = summarize_folded("a;b 3\n", "wall", "nanoseconds", 10000000);
+    assert_string_equal(p->summary.type_ids[0], "wall:wall:nanoseconds:cpu:nanoseconds");
+    hs_profile_free(p);
+
     /* period 0: values are the counts, no period type */
     p = summarize_folded("a;b 3\na;b 4\n", "samples", "count", 0);
     s = &p->summary;
@@ -935,6 +1103,8 @@ int main(void)
         cmocka_unit_test(test_main_type),
         cmocka_unit_test(test_name_heuristic),
         cmocka_unit_test(test_labels_kept),
+        cmocka_unit_test(test_sdk_types_named),
+        cmocka_unit_test(test_sample_type_config_replaces_defaults),
         cmocka_unit_test(test_time_now_when_unset),
         cmocka_unit_test(test_invalid_profiles),
         cmocka_unit_test(test_not_pprof),

@@ -198,15 +198,35 @@ static bool post(struct fix *f, const char *method, const char *target, const ch
 
 /* A CPU profile like Go's: [samples/count, cpu/nanoseconds], `nsamples` samples of main->foo,
  * each 1 sample / 10ms; sample i carries span_id `span` when given. */
+static void build_typed(struct hs_buf *out, int nsamples, const char *span, bool gz,
+                        const char *const types[4], int period_type);
+
 static void build_pprof(struct hs_buf *out, int nsamples, const char *span, bool gz)
 {
-    char *strs[] = {"",     "samples", "count",  "cpu",     "nanoseconds",
-                    "main", "foo",     "app.go", "span_id", (char *)(span ? span : "")};
+    static const char *const cpu[] = {"samples", "count", "cpu", "nanoseconds"};
+    build_typed(out, nsamples, span, gz, cpu, 1);
+}
+
+/* The same with two other sample types (type, unit, type, unit) and the period type the
+ * first (0) or the second (1) of them, as Go's mutex and block profiles are. */
+static void build_typed(struct hs_buf *out, int nsamples, const char *span, bool gz,
+                        const char *const types[4], int period_type)
+{
+    char *strs[] = {"",
+                    (char *)types[0],
+                    (char *)types[1],
+                    (char *)types[2],
+                    (char *)types[3],
+                    "main",
+                    "foo",
+                    "app.go",
+                    "span_id",
+                    (char *)(span ? span : "")};
     Perftools__Profiles__ValueType vt[2] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
                                             PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
     vt[0].type = 1, vt[0].unit = 2, vt[1].type = 3, vt[1].unit = 4;
     Perftools__Profiles__ValueType pt = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-    pt.type = 3, pt.unit = 4;
+    pt.type = 1 + 2 * period_type, pt.unit = 2 + 2 * period_type;
     Perftools__Profiles__ValueType *vts[] = {&vt[0], &vt[1]};
     Perftools__Profiles__Function fn[2] = {PERFTOOLS__PROFILES__FUNCTION__INIT,
                                            PERFTOOLS__PROFILES__FUNCTION__INIT};
@@ -428,6 +448,89 @@ static void test_ingest_folded(void **state)
     fix_free(&f);
 }
 
+/* sample_type_config as grafana/pyroscope-go's session.go sends it for mutex and block */
+#define STC_MUTEX                                                                                  \
+    "{\"contentions\":{\"display-name\":\"mutex_count\",\"units\":\"lock_samples\"},"              \
+    "\"delay\":{\"display-name\":\"mutex_duration\",\"units\":\"lock_nanoseconds\"}}"
+#define STC_BLOCK                                                                                  \
+    "{\"contentions\":{\"display-name\":\"block_count\",\"units\":\"lock_samples\"},"              \
+    "\"delay\":{\"display-name\":\"block_duration\",\"units\":\"lock_nanoseconds\"}}"
+#define GO_MP "Content-Type: multipart/form-data; boundary=b0undary-x\r\n"
+
+/* A Go service's mutex and block profiles (same types, same period type) as pyroscope-go
+ * uploads them, then folded uploads of every kind whose name or type Pyroscope changes. */
+static void client_go_types(struct fix *f)
+{
+    static const char *const contention[] = {"contentions", "count", "delay", "nanoseconds"};
+    static const char *const names[] = {"profile", "sample_type_config"};
+    struct hs_buf parts[2] = {{0}, {0}}, body = {0};
+    build_typed(&parts[0], 2, NULL, true, contention, 0);
+    const char *stcs[] = {STC_MUTEX, STC_BLOCK};
+    for (int i = 0; i < 2; i++) {
+        hs_buf_reset(&parts[1]);
+        hs_buf_reset(&body);
+        hs_buf_printf(&parts[1], "%s", stcs[i]);
+        multipart(&body, "b0undary-x", names, parts, 2);
+        EXPECT(f, "/ingest?name=goapp%7Benv%3Dprod%7D&spyName=gospy", GO_MP, body.data, body.len,
+               200, NULL);
+    }
+    const char *text = "main;lock 3\n";
+    static const char *const folded[] = {"/ingest?name=f.mutex_count",
+                                         "/ingest?name=f.block_duration",
+                                         "/ingest?name=f.goroutines",
+                                         "/ingest?name=f.wall&sampleRate=100",
+                                         "/ingest?name=f.cpu&sampleRate=0",
+                                         "/ingest?name=f.lock_count",
+                                         "/ingest?name=f.alloc_in_new_tlab_bytes"};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(folded); i++)
+        EXPECT(f, folded[i], "", text, strlen(text), 200, NULL);
+    EXPECT(f, "/ingest?name=f.alloc_in_new_tlab_other", "", text, strlen(text), 400,
+           "unknown profile type \\\"alloc_in_new_tlab_other\\\"");
+    hs_buf_free(&parts[0]);
+    hs_buf_free(&parts[1]);
+    hs_buf_free(&body);
+}
+
+static void test_types_named_as_pyroscope(void **state)
+{
+    struct fix f;
+    fix_init(&f, "endpoint: 127.0.0.1:0\n");
+    run(&f, client_go_types);
+    static const struct {
+        const char *name;
+        const char *id0, *id1; /* type ids; NULL: a single type */
+    } want[] = {
+        {"mutex", "mutex:contentions:count:contentions:count",
+         "mutex:delay:nanoseconds:contentions:count"},
+        {"block", "block:contentions:count:contentions:count",
+         "block:delay:nanoseconds:contentions:count"},
+        /* folded: pkg/ingester/pyroscope/ingest_adapter.go convertMetadata */
+        {"mutex", "mutex:contentions:count::"},
+        {"block", "block:delay:nanoseconds::"},
+        {"goroutine", "goroutine:goroutines:count::"},
+        {"wall", "wall:wall:nanoseconds:cpu:nanoseconds"},
+        {"process_cpu", "process_cpu:samples:count::"},
+        {"block", "block:contentions:count::"},
+        {"memory", "memory:alloc_in_new_tlab_bytes:bytes::"},
+    };
+    assert_int_equal(f.cap.n, HS_ARRAY_SIZE(want));
+    for (size_t i = 0; i < HS_ARRAY_SIZE(want); i++) {
+        const struct hs_profile *p = f.cap.got[i]->items[0];
+        const struct hs_profile_summary *s = &p->summary;
+        if (strcmp(hs_profile_label(p, "__name__"), want[i].name) != 0)
+            fail_msg("upload %zu: __name__ %s, want %s", i, hs_profile_label(p, "__name__"),
+                     want[i].name);
+        assert_int_equal(s->ntypes, want[i].id1 ? 2 : 1);
+        assert_string_equal(s->type_ids[0], want[i].id0);
+        if (want[i].id1)
+            assert_string_equal(s->type_ids[1], want[i].id1);
+        assert_string_equal(p->service, i < 2 ? "goapp" : "f");
+    }
+    /* the wall upload's counts became time at the sampling period (10 ms at 100 Hz) */
+    assert_true(f.cap.got[5]->items[0]->summary.totals[0] == 3 * 10000000LL);
+    fix_free(&f);
+}
+
 /* ---- push ------------------------------------------------------------------------------- */
 
 /* Two series: {service_name=a, env=x} with 2 samples, {service_name=b} with 1. */
@@ -574,6 +677,20 @@ static void client_errors(struct fix *f)
     multipart(&body, "B", stc, withstc, 2);
     EXPECT(f, "/ingest?name=app", mp, body.data, body.len, 400,
            "sample_type_config: not a JSON object");
+    /* what Pyroscope's json.Unmarshal into its SampleTypeConfig map refuses */
+    static const char *const bad_stc[][2] = {
+        {"{\"delay\":{\"display-name\":5}}", "\\\"delay\\\".display-name is not a string"},
+        {"{\"delay\":[]}", "\\\"delay\\\" is not an object"},
+        {"{\"delay\":{\"sampled\":\"yes\"}}", "\\\"delay\\\".sampled is not a boolean"}};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(bad_stc); i++) {
+        struct hs_buf cfg = {0};
+        hs_buf_printf(&cfg, "%s", bad_stc[i][0]);
+        const struct hs_buf parts2[] = {prof, cfg};
+        hs_buf_reset(&body);
+        multipart(&body, "B", stc, parts2, 2);
+        hs_buf_free(&cfg);
+        EXPECT(f, "/ingest?name=app", mp, body.data, body.len, 400, bad_stc[i][1]);
+    }
     hs_buf_reset(&body);
     multipart(&body, "B", stc + 1, withstc + 1, 1);
     EXPECT(f, "/ingest?name=app", mp, body.data, body.len, 400, "without a \\\"profile\\\" part");
@@ -790,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_ingest_raw_pprof),
         cmocka_unit_test(test_ingest_multipart),
         cmocka_unit_test(test_ingest_folded),
+        cmocka_unit_test(test_types_named_as_pyroscope),
         cmocka_unit_test(test_push),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_refused),
