@@ -174,8 +174,9 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
     if (rc == 0 &&
         hs_frame_rules_new((const char *const *)c->conf.library_frames.items,
                            c->conf.library_frames.count, &rules, ferr, sizeof(ferr)) != 0) {
-        hs_config_errorf(err, conf_node(cfg, "library_frames", "library_frames"), path,
-                         "library_frames: %s", ferr);
+        char kp[256];
+        snprintf(kp, sizeof(kp), "%s.library_frames", path);
+        hs_config_errorf(err, conf_node(cfg, "library_frames", "library_frames"), kp, "%s", ferr);
         rc = HS_EINVAL;
     }
     if (rc) {

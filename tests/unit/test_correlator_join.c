@@ -302,6 +302,40 @@ static void test_library_frames_summarised_under_their_caller(void **state)
     teardown(&f);
 }
 
+/* library_frames: the user's own patterns, beside the defaults; a bad one is a config error. */
+static void test_library_frames_config(void **state)
+{
+    const char *yaml[] = {"{}", "{library_frames: ['github.com/acme/codec.']}"};
+    const char *want[] = {LOADP " 100% | github.com/acme/codec.Encode 80%",
+                          LOADP " 100% (in github.com/acme/codec)"};
+    for (int i = 0; i < 2; i++) {
+        struct fx f;
+        setup(&f, yaml[i]);
+        Span *sp = mkspan("UserRepository.findByEmail", 14, S(2), MS(600));
+        const struct mstack st[] = {
+            {{HANDLE, FIND, LOADP, "github.com/acme/codec.Encode"}, {80}, sp->span_id.data},
+            {{HANDLE, FIND, LOADP}, {20}, sp->span_id.data},
+        };
+        assert_int_equal(send_cols(&f, "user-db", cpu_cols, 1, st, 2), 0);
+        consume(&f, "user-db", sp);
+        assert_string_equal(alist(out_span(&f, "UserRepository.findByEmail", NULL),
+                                  "profile.top_functions"),
+                            want[i]);
+        teardown(&f);
+    }
+    const char *bad = "{library_frames: ['a*b']}";
+    struct hs_config_doc doc;
+    struct hs_error err = {0};
+    assert_int_equal(hs_config_parse("t.yaml", bad, strlen(bad), &doc, &err), 0);
+    struct hs_component *c = NULL;
+    assert_int_equal(CT.create(doc.root, "processors.correlator", &c, &err), HS_EINVAL);
+    assert_int_equal(err.count, 1);
+    assert_non_null(strstr(err.lines[0], "processors.correlator.library_frames"));
+    assert_non_null(strstr(err.lines[0], "\"a*b\""));
+    hs_error_free(&err);
+    hs_config_doc_free(&doc);
+}
+
 /* ---- off CPU ---------------------------------------------------------------------------- */
 
 /* Go: the span ran 20 ms of its 600 on CPU; the mutex profile (no labels) has contention
@@ -417,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_exact_match_in_goroutine_profile),
         cmocka_unit_test(test_shares_come_from_all_samples),
         cmocka_unit_test(test_library_frames_summarised_under_their_caller),
+        cmocka_unit_test(test_library_frames_config),
         cmocka_unit_test(test_offcpu_mutex),
         cmocka_unit_test(test_offcpu_node_wall),
         cmocka_unit_test(test_full_names_and_unambiguous_display),
