@@ -318,9 +318,9 @@ static void test_library_frames_config(void **state)
         };
         assert_int_equal(send_cols(&f, "user-db", cpu_cols, 1, st, 2), 0);
         consume(&f, "user-db", sp);
-        assert_string_equal(alist(out_span(&f, "UserRepository.findByEmail", NULL),
-                                  "profile.top_functions"),
-                            want[i]);
+        assert_string_equal(
+            alist(out_span(&f, "UserRepository.findByEmail", NULL), "profile.top_functions"),
+            want[i]);
         teardown(&f);
     }
     const char *bad = "{library_frames: ['a*b']}";
