@@ -391,14 +391,16 @@ static void park(struct correlator *c, struct corr_parked *p)
     timer_arm(c);
 }
 
-/* Releases the service's parked spans whose window the profiles now cover (or all of them). */
+/* Releases the service's parked spans whose window the profiles now cover, in every type the
+ * service uploads (or all of them). */
 static void release_service(struct correlator *c, struct corr_svc *svc, bool all)
 {
     uint32_t n = 0;
     struct corr_parked **ps = hs_xmalloc(HS_MAX(svc->nparked, 1) * sizeof(*ps));
+    int64_t covered = corr_svc_covered(svc, now_ms(c), c->conf.max_wait_ms);
     for (struct corr_parked *p = svc->parked, *nx; p; p = nx) {
         nx = p->svc_next;
-        if (all || p->need_until_ns <= svc->max_until_ns) {
+        if (all || p->need_until_ns <= covered) {
             parked_unlink(c, p);
             ps[n++] = p;
         }
@@ -609,7 +611,8 @@ static struct corr_svc *waits_for(struct correlator *c, struct slow_rec *r)
     uint64_t now = now_ms(c);
     struct corr_svc *svc = corr_index_find(&c->index, s->tenant, s->service);
     if (svc && svc->ntypes > 0 && svc->last_seen_ms + c->conf.retention_ms >= now) {
-        if (svc->max_until_ns >= (int64_t)(s->end_ns + c->conf.slack_ms * 1000000))
+        if (corr_svc_covered(svc, now, c->conf.max_wait_ms) >=
+            (int64_t)(s->end_ns + c->conf.slack_ms * 1000000))
             return NULL; /* its profile is here already */
         return svc;
     }

@@ -166,6 +166,8 @@ struct corr_type {
     struct corr_bucket **ring; /* [nring], a bucket allocated when first used */
     uint32_t nring;
     int64_t newest; /* newest bucket number indexed */
+    int64_t max_until_ns; /* the latest end of a profile of this type */
+    uint64_t last_ms;     /* when one last arrived */
     double *base;   /* [nbase] decayed share of each function's total */
     uint32_t nbase;
     uint32_t base_buckets; /* closed buckets folded into base */
@@ -234,6 +236,9 @@ void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
  * of a service whose first profile is still to come. */
 struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
                                 uint64_t now_ms);
+/* How far the service's profiles reach: the least max_until_ns of the types that arrived
+ * within recent_ms (an upload of several types is complete once the last of them arrived). */
+int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms, uint64_t recent_ms);
 /* The service's types in the order matching tries them (by rank); returns their count. */
 uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */

@@ -429,8 +429,18 @@ static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, con
     t->nring = (uint32_t)HS_MAX(1, ix->conf->retention_ms / ix->conf->bucket_ms);
     t->ring = hs_xcalloc(t->nring, sizeof(*t->ring));
     t->newest = INT64_MIN;
+    t->max_until_ns = INT64_MIN;
     account(ix, s, (ssize_t)(strlen(id) + 1 + t->nring * sizeof(*t->ring)));
     return t;
+}
+
+int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms, uint64_t recent_ms)
+{
+    int64_t covered = INT64_MAX;
+    for (uint32_t i = 0; i < svc->ntypes; i++)
+        if (svc->types[i].last_ms + recent_ms >= now_ms)
+            covered = HS_MIN(covered, svc->types[i].max_until_ns);
+    return covered == INT64_MAX ? svc->max_until_ns : covered;
 }
 
 uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out)
@@ -853,6 +863,8 @@ static struct corr_bucket *index_column(struct corr_index *ix, struct corr_svc *
     bucket_add_spans(ix, s, b, sum, *fmap, col);
     b->min_from = HS_MIN(b->min_from, p->from_ns);
     b->max_until = HS_MAX(b->max_until, p->until_ns);
+    t->max_until_ns = HS_MAX(t->max_until_ns, p->until_ns);
+    t->last_ms = s->last_seen_ms;
     return b;
 }
 

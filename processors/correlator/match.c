@@ -248,14 +248,19 @@ static double cpu_share(struct correlator *c, const struct corr_span *s,
     return -1;
 }
 
-/* Does the CPU match leave the span unexplained? Its own CPU share is low, or (no share known)
- * the whole service was on CPU for less than half the span in the window. */
+/* Does the CPU match leave the span unexplained? Its own CPU share is low; or it has no CPU
+ * samples of its own although the service's CPU profile labels spans in the window (a span
+ * that waited, or one under a labelled root: its window match is a guess either way); or the
+ * whole service was on CPU for less than half the span in the window. */
 static bool offcpu_wanted(const struct corr_span *s, const struct corr_matched *m, double share)
 {
     if (m->type->rank != CORR_KIND_CPU || s->end_ns <= s->start_ns)
         return false;
     if (share >= 0)
         return share < CORR_OFFCPU_SHARE;
+    for (uint32_t i = 0; m->kind == CORR_MATCH_WINDOW && i < m->nbuckets; i++)
+        if (m->buckets[i]->nspans > 0)
+            return true;
     return m->type->cpu_ns &&
            (double)m->window_total < CORR_OFFCPU_SHARE * (double)(s->end_ns - s->start_ns);
 }

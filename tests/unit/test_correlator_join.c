@@ -385,6 +385,42 @@ static void test_offcpu_mutex(void **state)
     teardown(&f);
 }
 
+/* pyroscope-go uploads cpu, then mutex, ... one request each: a span leaves once every type the
+ * service uploads covers it, so the mutex profile of the same upload can explain it; a type
+ * not uploaded for max_wait is not waited for. */
+static void test_release_waits_for_every_type(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    const struct mstack idle[] = {{{MAIN, "main.idle"}, {100000000, 0}, NULL}};
+    const struct mstack quiet[] = {{{MAIN, "main.idle"}, {1, 1000}, NULL}};
+    assert_int_equal(
+        send_profiles(&f, NULL, mkprofile_cols("user-db", -20, -10, cpu_cols, 1, idle, 1)), 0);
+    assert_int_equal(
+        send_profiles(&f, NULL, mkprofile_cols("user-db", -20, -10, mutex_cols, 2, quiet, 1)), 0);
+    Span *sp = mkspan("UserRepository.findByEmail", 15, S(2), MS(600));
+    consume(&f, "user-db", sp);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    const struct mstack cpu[] = {{{HANDLE, FIND}, {30000000}, sp->span_id.data}};
+    assert_int_equal(send_cols(&f, "user-db", cpu_cols, 1, cpu, 1), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 1); /* the mutex profile is still to come */
+    const struct mstack mtx[] = {
+        {{HANDLE, FIND, "main.(*Cache).get", "sync.(*Mutex).Unlock"}, {4, 450000000}, NULL}};
+    assert_int_equal(send_cols(&f, "user-db", mutex_cols, 2, mtx, 1), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    Span *o = out_span(&f, "UserRepository.findByEmail", NULL);
+    assert_string_equal(astr(o, "profile.offcpu.type"), MUTEX_ID);
+    /* the service stops uploading mutex profiles: CPU alone releases its spans */
+    Span *sp2 = mkspan("findByEmail", 16, S(12), MS(600));
+    consume(&f, "user-db", sp2);
+    fake_now += 30001;
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    assert_int_equal(
+        send_profiles(&f, NULL, mkprofile_cols("user-db", 10, 20, cpu_cols, 1, cpu, 1)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    teardown(&f);
+}
+
 /* Node: a span blocked 540 ms of 600 in synchronous I/O: its wall samples say where. */
 static void test_offcpu_node_wall(void **state)
 {
@@ -453,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_library_frames_summarised_under_their_caller),
         cmocka_unit_test(test_library_frames_config),
         cmocka_unit_test(test_offcpu_mutex),
+        cmocka_unit_test(test_release_waits_for_every_type),
         cmocka_unit_test(test_offcpu_node_wall),
         cmocka_unit_test(test_full_names_and_unambiguous_display),
     };
