@@ -385,6 +385,31 @@ static void test_offcpu_mutex(void **state)
     teardown(&f);
 }
 
+/* Go: a root span blocked on a lock has no CPU samples of its own, while other spans' are
+ * labelled: its CPU window match explains nothing, the mutex window does. */
+static void test_offcpu_span_without_cpu_samples(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    Span *sp = mkspan("GET /prices", 17, S(2), MS(600));
+    Span *other = mkspan("GET /report", 18, S(2), MS(600));
+    const struct mstack cpu[] = {{{HANDLE, "main.buildReport"}, {300000000}, other->span_id.data},
+                                 {{MAIN, "main.idle"}, {1000000000}, NULL}};
+    const struct mstack mtx[] = {
+        {{MAIN, "main.(*PriceCache).rebuild", "sync.(*Mutex).Unlock"}, {1, 400000000}, NULL}};
+    assert_int_equal(send_cols(&f, "shop", cpu_cols, 1, cpu, 2), 0);
+    assert_int_equal(send_cols(&f, "shop", mutex_cols, 2, mtx, 1), 0);
+    consume(&f, "shop", sp);
+    Span *o = out_span(&f, "GET /prices", NULL);
+    assert_string_equal(astr(o, "profile.match"), "window");
+    assert_null(attr(o, "profile.cpu_share")); /* a child span's samples carry its root's id */
+    assert_string_equal(astr(o, "profile.offcpu.type"), MUTEX_ID);
+    assert_string_equal(astr(o, "profile.offcpu.match"), "window");
+    assert_string_equal(alist(o, "profile.offcpu.top_functions"),
+                        "main.(*PriceCache).rebuild 100% (in sync)");
+    teardown(&f);
+}
+
 /* pyroscope-go uploads cpu, then mutex, ... one request each: a span leaves once every type the
  * service uploads covers it, so the mutex profile of the same upload can explain it; a type
  * not uploaded for max_wait is not waited for. */
@@ -489,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_library_frames_summarised_under_their_caller),
         cmocka_unit_test(test_library_frames_config),
         cmocka_unit_test(test_offcpu_mutex),
+        cmocka_unit_test(test_offcpu_span_without_cpu_samples),
         cmocka_unit_test(test_release_waits_for_every_type),
         cmocka_unit_test(test_offcpu_node_wall),
         cmocka_unit_test(test_full_names_and_unambiguous_display),
