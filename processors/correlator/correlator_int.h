@@ -245,6 +245,11 @@ uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
 int corr_index_scratch(struct corr_index *ix, size_t n);
 /* The display name of a function name (writes into out, returns its length). */
 size_t corr_display_name(const char *name, char *out, size_t cap);
+/* What a type measures, from its id and its sample type (naming.c). */
+enum corr_kind corr_type_kind(const char *id, const char *type);
+struct hs_profile_summary;
+/* The columns of a profile the index reads (1 or 2, into cols); returns their count. */
+uint32_t corr_index_columns(const struct hs_profile_summary *sum, uint32_t cols[2]);
 
 /* ---- first seen (seen.c) ---------------------------------------------------------------- */
 
