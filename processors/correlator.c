@@ -112,9 +112,9 @@ static const struct hs_config_field corr_fields[] = {
     {"top", HS_CFG_UINT, offsetof(struct corr_config, top), "3", .min = 1, .max = 20,
      .doc = "entries of profile.top_functions and profile.grown_functions"},
     {"library_frames", HS_CFG_STRLIST, offsetof(struct corr_config, library_frames), NULL,
-     .doc = "more patterns of frames that are not the application's own (beside the built-in "
-            "runtime, standard library, third-party and pseudo-frame rules): summarised under "
-            "their application caller in profile.top_functions"},
+     .doc = "more patterns of frames that are not the application's own, tried before the "
+            "built-in runtime, standard-library, third-party and pseudo-frame rules: `prefix`, "
+            "`*contains`, `file:` (on the file name), `!pattern` (application code after all)"},
     {"labels", HS_CFG_SECTION, offsetof(struct corr_config, labels), .sub = labels_fields,
      .doc = "names that join spans and profiles"},
     {"tenant", HS_CFG_STRING, offsetof(struct corr_config, tenant), NULL,
