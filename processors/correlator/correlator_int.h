@@ -179,6 +179,8 @@ struct corr_name {
     char *disp; /* display name: "findByEmail" for "./app.js:findByEmail:54" (may == name) */
     char *lib;  /* runtime, standard library, third party or pseudo-frame: the library's name
                  * ("crypto/sha256", "node_modules/pg"); NULL for the application's own code */
+    bool ambiguous; /* another function of the service has the same display name */
+    bool same_name; /* ... and the same name: only the files differ */
 };
 
 struct corr_parked;
@@ -197,6 +199,7 @@ struct corr_svc {
     struct corr_name *names;
     uint32_t nnames, capnames;
     uint32_t *name_slots; /* open addressing: fid + 1 */
+    uint32_t *disp_slots; /* the same by display name (name_mask too) */
     uint32_t name_mask;
     struct corr_parked *parked; /* this service's parked spans (svc_prev/svc_next) */
     uint32_t nparked;

@@ -102,6 +102,7 @@ static void svc_free(struct corr_index *ix, struct corr_svc *s)
     }
     free(s->names);
     free(s->name_slots);
+    free(s->disp_slots);
     ix->bytes -= s->bytes;
     free(s->key);
     free(s);
@@ -254,21 +255,51 @@ static uint64_t name_hash(const char *name, const char *file)
                       hash_bytes(name, strlen(name) + 1, 0x84222325cbf29ce4ULL));
 }
 
+static uint64_t disp_hash(const char *disp)
+{
+    return hash_bytes(disp, strlen(disp), 0x2325cbf29ce48422ULL);
+}
+
+/* Both tables grow together: by (name, file), and by display name. */
 static void name_slots_grow(struct corr_index *ix, struct corr_svc *s)
 {
     uint32_t nmask = s->name_slots ? s->name_mask * 2 + 1 : 31;
     uint32_t *slots = hs_xcalloc(nmask + 1, sizeof(*slots));
+    uint32_t *dslots = hs_xcalloc(nmask + 1, sizeof(*dslots));
     for (uint32_t f = 0; f < s->nnames; f++) {
         uint32_t i = (uint32_t)name_hash(s->names[f].name, s->names[f].file) & nmask;
         while (slots[i])
             i = (i + 1) & nmask;
         slots[i] = f + 1;
+        for (i = (uint32_t)disp_hash(s->names[f].disp) & nmask; dslots[i]; i = (i + 1) & nmask)
+            ;
+        dslots[i] = f + 1;
     }
     account(ix, s,
-            (ssize_t)((nmask - (s->name_slots ? s->name_mask : (uint32_t)-1)) * sizeof(*slots)));
+            (ssize_t)((nmask - (s->name_slots ? s->name_mask : (uint32_t)-1)) * 2 *
+                      sizeof(*slots)));
     free(s->name_slots);
+    free(s->disp_slots);
     s->name_slots = slots;
+    s->disp_slots = dslots;
     s->name_mask = nmask;
+}
+
+/* Two functions of the service displayed alike ("digest.Write" of crypto/sha256 and of
+ * crypto/md5, "flush" of a.js and b.js) are both marked, so /ui shows them in full. */
+static void disp_add(struct corr_svc *s, uint32_t fid)
+{
+    struct corr_name *nm = &s->names[fid];
+    uint32_t i = (uint32_t)disp_hash(nm->disp) & s->name_mask;
+    for (; s->disp_slots[i]; i = (i + 1) & s->name_mask) {
+        struct corr_name *o = &s->names[s->disp_slots[i] - 1];
+        if (strcmp(o->disp, nm->disp) != 0)
+            continue;
+        o->ambiguous = nm->ambiguous = true;
+        if (strcmp(o->name, nm->name) == 0) /* even in full: only their files differ */
+            o->same_name = nm->same_name = true;
+    }
+    s->disp_slots[i] = fid + 1;
 }
 
 /* A function of the service by (name, file), as the profile summary tells them apart; its
@@ -311,10 +342,12 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     account(ix, s,
             (ssize_t)(n + fl + 2 + (nm->disp != nm->name ? dlen + 1 : 0) +
                       (nm->lib ? strlen(nm->lib) + 1 : 0)));
+    nm->ambiguous = nm->same_name = false;
     uint32_t i = (uint32_t)h & s->name_mask;
     while (s->name_slots[i])
         i = (i + 1) & s->name_mask;
     s->name_slots[i] = fid + 1;
+    disp_add(s, fid);
     return fid;
 }
 

@@ -82,8 +82,7 @@ static char *dup_capped(struct hs_arena *a, const char *s, size_t n, size_t cap)
 struct snap {
     struct corr_ui_entry *e;
     const struct corr_svc *svc;
-    uint32_t *map;  /* per fid of the service: local name + 1 */
-    uint32_t *fids; /* per local name: the fid */
+    uint32_t *map; /* per fid of the service: local name + 1 */
     uint32_t capnames;
     struct corr_mstack *st; /* the matched stacks, alike ones merged, heaviest first */
     uint32_t nst, want;     /* want: the stacks the caps let in */
@@ -98,55 +97,20 @@ static uint32_t local_name(struct snap *s, uint32_t fid)
     struct corr_ui_entry *e = s->e;
     if (e->nnames == s->capnames)
         return UINT32_MAX;
-    const char *d = s->svc->names[fid].disp;
+    /* shortened for display, unless another function of the service would read alike */
+    const struct corr_name *nm = &s->svc->names[fid];
+    char full[CORR_UI_NAME + 1];
+    const char *d = !nm->ambiguous ? nm->disp : nm->name;
+    if (nm->same_name && *nm->file) {
+        snprintf(full, sizeof(full), "%s (%s)", nm->name, nm->file);
+        d = full;
+    }
     char *copy = dup_capped(e->arena, d, strlen(d), CORR_UI_NAME);
     if (!copy)
         return UINT32_MAX;
     e->names[e->nnames] = copy;
-    s->fids[e->nnames] = fid;
     s->map[fid] = ++e->nnames;
     return e->nnames - 1;
-}
-
-struct named {
-    const char *s;
-    uint32_t i;
-};
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(((const struct named *)a)->s, ((const struct named *)b)->s);
-}
-
-/* Two functions shortened alike ("digest.Write" of crypto/sha256 and of crypto/md5) would
- * read as one: those show their full names (and files, when those differ only). */
-static void unambiguous_names(struct snap *s)
-{
-    struct corr_ui_entry *e = s->e;
-    struct named *n = hs_xmalloc(HS_MAX(e->nnames, 1) * sizeof(*n));
-    for (uint32_t i = 0; i < e->nnames; i++)
-        n[i] = (struct named){e->names[i], i};
-    qsort(n, e->nnames, sizeof(*n), by_name);
-    for (uint32_t i = 0; i + 1 < e->nnames; i++) {
-        uint32_t j = i + 1;
-        while (j < e->nnames && strcmp(n[j].s, n[i].s) == 0)
-            j++;
-        for (uint32_t k = i; j > i + 1 && k < j; k++) {
-            const struct corr_name *nm = &s->svc->names[s->fids[n[k].i]];
-            bool twin = false; /* the same full name in another file */
-            for (uint32_t o = i; o < j; o++)
-                twin =
-                    twin || (o != k && strcmp(s->svc->names[s->fids[n[o].i]].name, nm->name) == 0);
-            char buf[CORR_UI_NAME + 1];
-            int len = snprintf(buf, sizeof(buf), twin && *nm->file ? "%s (%s)" : "%s", nm->name,
-                               nm->file);
-            char *full = dup_capped(e->arena, buf, (size_t)HS_MIN(len, CORR_UI_NAME), CORR_UI_NAME);
-            if (full)
-                e->names[n[k].i] = full;
-        }
-        i = j - 1;
-    }
-    free(n);
 }
 
 static int by_frames(const void *a, const void *b)
@@ -325,19 +289,16 @@ static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_ui_
         s.capnames = HS_MIN(HS_MIN(CORR_UI_NAMES, n->svc->nnames),
                             n->ntop + n->ngrown + HS_MIN(n->npath, CORR_UI_DEPTH) + s.nframes +
                                 n->off.ntop + HS_MIN(n->off.npath, CORR_UI_DEPTH));
-        s.fids = hs_xmalloc(HS_MAX(s.capnames, 1) * sizeof(*s.fids));
         e->names = hs_arena_alloc(a, HS_MAX(s.capnames, 1) * sizeof(*e->names));
         if (e->names) {
             snapshot_lists(&s, n);
             snapshot_offcpu(&s, n);
             snapshot_stacks(&s);
-            unambiguous_names(&s);
         } else {
             s.want = 0; /* out of the entry's memory: every stack counted as cut */
             snapshot_stacks(&s);
         }
         free(s.map);
-        free(s.fids);
         free(s.st);
     }
     int64_t kept = 0;
