@@ -642,7 +642,13 @@ static int corr_consume_traces(struct hs_component *base, struct hs_traces *batc
     hs_counter_add(c->stats.slow, x.nslow);
     uint32_t nwait = 0;
     for (uint32_t i = 0; i < x.nslow; i++)
-        if ((x.slow[i].svc = waits_for(c, &x.slow[i])))
+        x.slow[i].svc = waits_for(c, &x.slow[i]);
+    /* a service made for a cold start may have evicted one an earlier span waits for: looked
+     * up again, and a span whose service is gone is annotated now */
+    for (uint32_t i = 0; i < x.nslow; i++)
+        if (x.slow[i].svc &&
+            (x.slow[i].svc = corr_index_find(&c->index, x.slow[i].span.tenant,
+                                             x.slow[i].span.service)))
             nwait++;
     /* the spans that go on now: annotated in place, or taken out when they wait */
     struct hs_buf attrs = {0};

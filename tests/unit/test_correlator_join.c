@@ -154,6 +154,35 @@ static void test_cold_start_gives_up_on_a_service_without_profiles(void **state)
     teardown(&f);
 }
 
+/* A service made for a cold start may evict another at limits.max_services, even one an
+ * earlier span of the same batch was to wait for: that span is annotated at once instead. */
+static void test_cold_start_at_the_services_bound(void **state)
+{
+    struct fx f;
+    setup(&f, "{limits: {max_services: 1}}");
+    Request *r =
+        request("svc-a", 1,
+                (ScopeSpans **)list(
+                    1, scope_spans("sc", 1, (Span **)list(1, mkspan("GET /a", 1, S(2), MS(600))))));
+    Request *rb =
+        request("svc-b", 1,
+                (ScopeSpans **)list(
+                    1, scope_spans("sc", 1, (Span **)list(1, mkspan("GET /b", 2, S(2), MS(600))))));
+    r->n_resource_spans = 2;
+    r->resource_spans = (ResourceSpans **)list(2, r->resource_spans[0], rb->resource_spans[0]);
+    struct bytes b = pack(r);
+    uint8_t *p = malloc(b.len);
+    memcpy(p, b.p, b.len);
+    assert_int_equal(CT.consume_traces(f.c, hs_traces_wrap(p, b.len, b.len, 2, 2)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    Span *o = out_span(&f, "GET /a", NULL);
+    assert_non_null(o);
+    assert_string_equal(astr(o, "profile.match_reason"), "no_profiles_for_service");
+    assert_null(out_span(&f, "GET /b", NULL));
+    assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service\""), 1);
+    teardown(&f);
+}
+
 /* ---- every type, exact first ------------------------------------------------------------ */
 
 /* Node: the span's own samples are in the wall column only (it never ran on CPU), another
@@ -508,6 +537,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cold_start_waits_for_the_first_profile),
         cmocka_unit_test(test_cold_start_gives_up_on_a_service_without_profiles),
+        cmocka_unit_test(test_cold_start_at_the_services_bound),
         cmocka_unit_test(test_exact_match_in_wall_when_cpu_has_none),
         cmocka_unit_test(test_exact_match_in_goroutine_profile),
         cmocka_unit_test(test_shares_come_from_all_samples),
