@@ -225,12 +225,17 @@ static struct hs_str short_name(const char *s, size_t n)
     return (struct hs_str){s + start, end - start};
 }
 
-/* profile.top_functions' entries, "<function> <share>%", split. */
-static void top_entry(const char *e, struct hs_str *fn, struct hs_str *pct)
+/* profile.top_functions' entries, "<function> <share>%[ (in <library>)]", split. */
+static void top_entry(const char *e, struct hs_str *fn, struct hs_str *pct, struct hs_str *lib)
 {
-    const char *sp = strrchr(e, ' ');
-    *fn = sp ? (struct hs_str){e, (size_t)(sp - e)} : (struct hs_str){e, strlen(e)};
-    *pct = sp ? (struct hs_str){sp + 1, strlen(sp + 1)} : (struct hs_str){"", 0};
+    size_t n = strlen(e);
+    const char *in = n && e[n - 1] == ')' ? strstr(e, "% (in ") : NULL;
+    *lib = in ? (struct hs_str){in + 6, (size_t)(e + n - 1 - (in + 6))} : (struct hs_str){"", 0};
+    if (in)
+        n = (size_t)(in + 1 - e);
+    const char *sp = memrchr(e, ' ', n);
+    *fn = sp ? (struct hs_str){e, (size_t)(sp - e)} : (struct hs_str){e, n};
+    *pct = sp ? (struct hs_str){sp + 1, n - (size_t)(sp + 1 - e)} : (struct hs_str){"", 0};
 }
 
 /* Is frame the span's own function ("UserRepository.findByEmail" for a span so named, or
@@ -241,46 +246,104 @@ static bool is_own(struct hs_str frame, struct hs_str name)
            hs_str_ends_with_name(name, short_name(frame.ptr, frame.len));
 }
 
-/* "65% findByEmail > loadPreferences": the heaviest function of profile.top_functions other
- * than the span's own (which holds all of an exact match: it says nothing), with its share,
- * shown as the hot path from the span's own function down to it when it lies on the hot path.
- * Falls back to the hot path's last frame. */
-static int put_verdict(struct hs_buf *b, const Span *sp)
+static bool str_same(struct hs_str a, struct hs_str b)
 {
-    const AnyValue *top = span_attr(sp, HS_ATTR_PROFILE_TOP_FUNCTIONS);
-    const char *hot = attr_cstr(sp, HS_ATTR_PROFILE_HOT_PATH);
-    struct hs_str name = {sp->name ? sp->name : "", sp->name ? strlen(sp->name) : 0};
-    struct hs_str fn = {0}, pct = {0};
-    bool fn_own = false;
-    const Opentelemetry__Proto__Common__V1__ArrayValue *arr =
-        top && top->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE
-            ? top->array_value
-            : NULL;
-    for (size_t i = 0; arr && i < arr->n_values; i++) {
-        const AnyValue *v = arr->values[i];
-        if (v->value_case != OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
-            continue;
-        struct hs_str f, p;
-        top_entry(v->string_value, &f, &p);
-        bool own = is_own(f, name);
-        if (!fn.len || (fn_own && !own)) {
-            fn = f;
-            pct = p;
-            fn_own = own;
-        }
-    }
-    /* the hot path's frames, root first */
-    struct hs_str frames[64];
+    return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
+}
+
+/* Every function the span's attributes name, so a short name is shown only when no other of
+ * them shortens alike ("Write" of crypto/sha256 and of crypto/md5: the full names are shown). */
+struct names {
+    struct hs_str v[128];
+    size_t n;
+};
+
+static void names_add(struct names *ns, struct hs_str s)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        if (str_same(ns->v[i], s))
+            return;
+    if (ns->n < HS_ARRAY_SIZE(ns->v))
+        ns->v[ns->n++] = s;
+}
+
+static int put_short(struct hs_buf *b, const struct names *ns, struct hs_str full)
+{
+    struct hs_str s = short_name(full.ptr, full.len);
+    for (size_t i = 0; i < ns->n; i++)
+        if (!str_same(ns->v[i], full) && str_same(short_name(ns->v[i].ptr, ns->v[i].len), s))
+            return put_name(b, full);
+    return put_name(b, s);
+}
+
+/* The hot path's frames, root first. */
+static size_t path_frames(const char *hot, struct hs_str *frames, size_t cap)
+{
     size_t nf = 0;
-    for (const char *p = hot; p && *p && nf < HS_ARRAY_SIZE(frames);) {
+    for (const char *p = hot; p && *p && nf < cap;) {
         const char *sep = strstr(p, " > ");
         size_t n = sep ? (size_t)(sep - p) : strlen(p);
         frames[nf++] = (struct hs_str){p, n};
         p = sep ? sep + 3 : p + n;
     }
+    return nf;
+}
+
+static const Opentelemetry__Proto__Common__V1__ArrayValue *attr_array(const Span *sp,
+                                                                      const char *key)
+{
+    const AnyValue *v = span_attr(sp, key);
+    return v && v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE
+               ? v->array_value
+               : NULL;
+}
+
+static void names_of(const Span *sp, const char *top_key, const char *hot_key, struct names *ns)
+{
+    const Opentelemetry__Proto__Common__V1__ArrayValue *arr = attr_array(sp, top_key);
+    for (size_t i = 0; arr && i < arr->n_values; i++)
+        if (arr->values[i]->value_case ==
+            OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE) {
+            struct hs_str f, p, l;
+            top_entry(arr->values[i]->string_value, &f, &p, &l);
+            names_add(ns, f);
+        }
+    struct hs_str frames[64];
+    size_t nf = path_frames(attr_cstr(sp, hot_key), frames, HS_ARRAY_SIZE(frames));
+    for (size_t i = 0; i < nf; i++)
+        names_add(ns, frames[i]);
+}
+
+/* "65% findByEmail > loadPreferences (in crypto/sha256)": the heaviest function of the top list
+ * (top_key) other than the span's own (which holds all of an exact match: it says nothing),
+ * with its share, shown as the hot path (hot_key) from the span's own function down to it when
+ * it lies on the hot path. Falls back to the hot path's last frame. */
+static int put_verdict(struct hs_buf *b, const Span *sp, const char *top_key, const char *hot_key,
+                       const struct names *ns)
+{
+    const Opentelemetry__Proto__Common__V1__ArrayValue *arr = attr_array(sp, top_key);
+    struct hs_str name = {sp->name ? sp->name : "", sp->name ? strlen(sp->name) : 0};
+    struct hs_str fn = {0}, pct = {0}, lib = {0};
+    bool fn_own = false;
+    for (size_t i = 0; arr && i < arr->n_values; i++) {
+        const AnyValue *v = arr->values[i];
+        if (v->value_case != OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
+            continue;
+        struct hs_str f, p, l;
+        top_entry(v->string_value, &f, &p, &l);
+        bool own = is_own(f, name);
+        if (!fn.len || (fn_own && !own)) {
+            fn = f;
+            pct = p;
+            lib = l;
+            fn_own = own;
+        }
+    }
+    struct hs_str frames[64];
+    size_t nf = path_frames(attr_cstr(sp, hot_key), frames, HS_ARRAY_SIZE(frames));
     size_t to = nf, from = nf;
     for (size_t i = 0; i < nf && fn.len; i++)
-        if (frames[i].len == fn.len && memcmp(frames[i].ptr, fn.ptr, fn.len) == 0)
+        if (str_same(frames[i], fn))
             to = from = i;
     for (size_t i = 0; i < to; i++) /* the span's own function, above the top one */
         if (is_own(frames[i], name))
@@ -296,19 +359,40 @@ static int put_verdict(struct hs_buf *b, const Span *sp)
     if (!fn.len)
         return rc | hs_buf_printf(b, "no stacks");
     if (to == nf) {
-        struct hs_str s = short_name(fn.ptr, fn.len);
-        return rc | put_name(b, s);
+        rc |= put_short(b, ns, fn);
+    } else {
+        for (size_t i = from; i <= to; i++) {
+            if (i > from)
+                rc |= hs_buf_printf(b, " > ");
+            rc |= put_short(b, ns, frames[i]);
+        }
     }
-    for (size_t i = from; i <= to; i++) {
-        if (i > from)
-            rc |= hs_buf_printf(b, " > ");
-        rc |= put_name(b, short_name(frames[i].ptr, frames[i].len));
+    if (lib.len) {
+        rc |= hs_buf_printf(b, " (in ");
+        rc |= put_name(b, lib);
+        rc |= hs_buf_putc(b, ')');
     }
     return rc;
 }
 
-/* <service>  <span>  <ms> ms — [<n>% on CPU; ]<verdict> — N+1: <n> queries  trace=<hex>: the
- * columns two spaces apart, as span names have spaces of their own */
+/* "; off CPU (mutex): 100% findByEmail > Cache.get (in sync)": what the profile type that
+ * measures waiting said, when the correlator found CPU did not explain the span. */
+static int put_offcpu(struct hs_buf *b, const Span *sp, const struct names *ns)
+{
+    const char *type = attr_cstr(sp, HS_ATTR_PROFILE_OFFCPU_TYPE);
+    if (!type)
+        return 0;
+    const char *colon = strchr(type, ':');
+    int rc = hs_buf_printf(b, "; off CPU (");
+    rc |= put_name(b, (struct hs_str){type, colon ? (size_t)(colon - type) : strlen(type)});
+    rc |= hs_buf_printf(b, "): ");
+    return rc | put_verdict(b, sp, HS_ATTR_PROFILE_OFFCPU_TOP_FUNCTIONS,
+                            HS_ATTR_PROFILE_OFFCPU_HOT_PATH, ns);
+}
+
+/* <service>  <span>  <ms> ms — [<n>% on CPU; ]<verdict>[; off CPU (<type>): <verdict>] — N+1:
+ * <n> queries  trace=<hex>: the columns two spaces apart, as span names have spaces of their
+ * own */
 static int slow_line(struct hs_buf *b, const uint8_t *data, const struct hs_span_view *s)
 {
     struct hs_str match;
@@ -335,7 +419,11 @@ static int slow_line(struct hs_buf *b, const uint8_t *data, const struct hs_span
             cpu->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_DOUBLE_VALUE &&
             cpu->double_value >= 0 && cpu->double_value < 0.5)
             rc |= hs_buf_printf(b, "%.0f%% on CPU; ", cpu->double_value * 100);
-        rc |= put_verdict(b, sp);
+        struct names named = {.n = 0};
+        names_of(sp, HS_ATTR_PROFILE_TOP_FUNCTIONS, HS_ATTR_PROFILE_HOT_PATH, &named);
+        names_of(sp, HS_ATTR_PROFILE_OFFCPU_TOP_FUNCTIONS, HS_ATTR_PROFILE_OFFCPU_HOT_PATH, &named);
+        rc |= put_verdict(b, sp, HS_ATTR_PROFILE_TOP_FUNCTIONS, HS_ATTR_PROFILE_HOT_PATH, &named);
+        rc |= put_offcpu(b, sp, &named);
     }
     const AnyValue *n = span_attr(sp, HS_ATTR_N_PLUS_ONE_COUNT);
     if (n && n->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE)

@@ -11,6 +11,7 @@
 #include "core/admin.h"
 #include "core/buf.h"
 #include "core/semconv.h"
+#include "pdata/frames.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
 #include "pdata/traces_edit.h"
@@ -99,6 +100,11 @@ static const struct hs_config_field corr_fields[] = {
      .min = 1000, .max = 86400000, .doc = "how long profiles stay in the index"},
     {"max_wait", HS_CFG_DURATION, offsetof(struct corr_config, max_wait_ms), "30s", .min = 0,
      .max = 600000, .doc = "longest a slow span waits for its profile; 0 never waits"},
+    {"first_profile_wait", HS_CFG_DURATION, offsetof(struct corr_config, first_profile_wait_ms),
+     "75s", .min = 0, .max = 3600000,
+     .doc = "how long after a service's first span its first profile is expected (SDKs upload "
+            "every 15s to 60s): until then its slow spans wait for it; 0: only services that "
+            "sent profiles are waited for"},
     {"slack", HS_CFG_DURATION, offsetof(struct corr_config, slack_ms), "5s", .min = 0,
      .max = 3600000, .doc = "profiles from span start - slack to end + slack match it"},
     {"max_window", HS_CFG_DURATION, offsetof(struct corr_config, max_window_ms), "5m",
@@ -106,6 +112,10 @@ static const struct hs_config_field corr_fields[] = {
      .doc = "longest window matched; a longer span matches its last max_window"},
     {"top", HS_CFG_UINT, offsetof(struct corr_config, top), "3", .min = 1, .max = 20,
      .doc = "entries of profile.top_functions and profile.grown_functions"},
+    {"library_frames", HS_CFG_STRLIST, offsetof(struct corr_config, library_frames), NULL,
+     .doc = "more patterns of frames that are not the application's own, tried before the "
+            "built-in runtime, standard-library, third-party and pseudo-frame rules: `prefix`, "
+            "`*contains`, `file:` (on the file name), `!pattern` (application code after all)"},
     {"labels", HS_CFG_SECTION, offsetof(struct corr_config, labels), .sub = labels_fields,
      .doc = "names that join spans and profiles"},
     {"tenant", HS_CFG_STRING, offsetof(struct corr_config, tenant), NULL,
@@ -160,19 +170,34 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
                          "limits.max_service_bytes is above limits.max_bytes");
         rc = HS_EINVAL;
     }
+    struct hs_frame_rules *rules = NULL;
+    char ferr[256] = "";
+    if (rc == 0 &&
+        hs_frame_rules_new((const char *const *)c->conf.library_frames.items,
+                           c->conf.library_frames.count, &rules, ferr, sizeof(ferr)) != 0) {
+        char kp[256];
+        snprintf(kp, sizeof(kp), "%s.library_frames", path);
+        hs_config_errorf(err, conf_node(cfg, "library_frames", "library_frames"), kp, "%s", ferr);
+        rc = HS_EINVAL;
+    }
     if (rc) {
         hs_config_free_fields(corr_fields, &c->conf);
         free(c);
         return HS_EINVAL;
     }
+    c->rules = rules;
     c->stats.checked = c->stats.slow = c->stats.released_timeout = &c->stats.dummy;
     for (int i = 0; i < 3; i++)
         c->stats.annotated[i] = &c->stats.dummy;
     c->stats.profiles_indexed = c->stats.ev_service = c->stats.ev_bucket = c->stats.ev_span =
         c->stats.ev_type = c->stats.ev_stale = c->stats.ev_latency = c->stats.ev_fragment =
-            c->stats.ev_parked_limit = c->stats.ev_expired = c->stats.tenant_mismatch =
-                &c->stats.dummy;
+            c->stats.ev_parked_limit = c->stats.ev_expired = c->stats.ev_seen =
+                c->stats.tenant_mismatch = &c->stats.dummy;
+    for (int i = 0; i < CORR_COLD_N; i++)
+        c->stats.cold[i] = &c->stats.dummy;
     corr_index_init(&c->index, &c->conf, &c->stats);
+    c->index.rules = c->rules;
+    corr_seen_init(&c->seen, c->conf.limits.max_services, &c->stats.ev_seen);
     c->index.on_evict = on_evict;
     c->index.ud = c;
     corr_latency_init(&c->latency, &c->stats);
@@ -283,8 +308,13 @@ static void release(struct correlator *c, struct corr_parked **ps, uint32_t n,
     uint64_t now = now_ms(c);
     for (uint32_t i = 0; i < n; i++) {
         at[2 * i] = attrs.len;
-        corr_annotate(c, &ps[i]->span, why, &attrs);
+        enum corr_match k = corr_annotate(c, &ps[i]->span, why, &attrs);
         at[2 * i + 1] = attrs.len;
+        if (ps[i]->cold) /* it waited for its service's first profile: did it come? */
+            hs_counter_add(c->stats.cold[k != CORR_MATCH_NONE ? CORR_COLD_MATCHED
+                                         : ps[i]->svc->ntypes ? CORR_COLD_UNMATCHED
+                                                              : CORR_COLD_GAVE_UP],
+                           1);
         if (c->delays) {
             if (c->ndelays == c->capdelays) {
                 c->capdelays = c->capdelays ? c->capdelays * 2 : 1024;
@@ -364,14 +394,16 @@ static void park(struct correlator *c, struct corr_parked *p)
     timer_arm(c);
 }
 
-/* Releases the service's parked spans whose window the profiles now cover (or all of them). */
+/* Releases the service's parked spans whose window the profiles now cover, in every type the
+ * service uploads (or all of them). */
 static void release_service(struct correlator *c, struct corr_svc *svc, bool all)
 {
     uint32_t n = 0;
     struct corr_parked **ps = hs_xmalloc(HS_MAX(svc->nparked, 1) * sizeof(*ps));
+    int64_t covered = corr_svc_covered(svc, now_ms(c), c->conf.max_wait_ms);
     for (struct corr_parked *p = svc->parked, *nx; p; p = nx) {
         nx = p->svc_next;
-        if (all || p->need_until_ns <= svc->max_until_ns) {
+        if (all || p->need_until_ns <= covered) {
             parked_unlink(c, p);
             ps[n++] = p;
         }
@@ -403,7 +435,9 @@ static void release_all(struct correlator *c, enum corr_reason why)
 struct slow_rec {
     size_t offset, len;
     struct corr_span span;
-    struct corr_svc *svc; /* when it parks */
+    uint64_t first_seen_ms; /* its service's first span */
+    struct corr_svc *svc;   /* when it parks */
+    bool cold;              /* it parks for its service's first profile */
 };
 
 struct scan_ctx {
@@ -414,6 +448,9 @@ struct scan_ctx {
     uint32_t next; /* the group rescan: which slow_rec the next span is */
     const char *tenant; /* the batch's (X-Scope-OrgID), for spans without labels.trace_tenant */
     bool tenant_auth;   /* ... a per-tenant token's: labels.trace_tenant cannot override it */
+    uint64_t now_ms;
+    struct hs_str seen_tenant, seen_service; /* the last service touched: a resource's spans */
+    uint64_t first_seen_ms;                  /* ... share it, so one lookup per resource */
 };
 
 /* What annotation needs of the span. Its tenant is the batch's when a per-tenant token decided
@@ -504,6 +541,13 @@ static int visit_span(void *ud, const struct hs_span_view *v)
     struct hs_str named;
     if (fill_span(x, v, &s, &named))
         tenant_mismatch(c, x, named);
+    if (!x->seen_service.ptr || s.service.ptr != x->seen_service.ptr ||
+        s.service.len != x->seen_service.len || s.tenant.ptr != x->seen_tenant.ptr ||
+        s.tenant.len != x->seen_tenant.len) {
+        x->first_seen_ms = corr_seen_touch(&c->seen, s.tenant, s.service, x->now_ms);
+        x->seen_tenant = s.tenant;
+        x->seen_service = s.service.ptr ? s.service : (struct hs_str){"", 0};
+    }
     if (v->parent_span_id.len == 8 && v->trace_id.len == 16) {
         struct hs_str stmt = {"", 0};
         hs_span_attr_str(x->data, v, HS_ATTR_DB_STATEMENT, &stmt);
@@ -517,7 +561,8 @@ static int visit_span(void *ud, const struct hs_span_view *v)
         if (!x->slow)
             abort();
     }
-    x->slow[x->nslow++] = (struct slow_rec){.offset = v->offset, .len = v->len, .span = s};
+    x->slow[x->nslow++] = (struct slow_rec){
+        .offset = v->offset, .len = v->len, .span = s, .first_seen_ms = x->first_seen_ms};
     return 0;
 }
 
@@ -576,6 +621,10 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
         p->bytes = r->len + sizeof(*p);
         p->arrival_ms = now;
         p->deadline_ms = now + c->conf.max_wait_ms;
+        p->cold = r->cold;
+        if (r->cold) /* the first upload may take longer than max_wait (Node: 60 s) */
+            p->deadline_ms =
+                HS_MAX(p->deadline_ms, r->first_seen_ms + c->conf.first_profile_wait_ms);
         p->need_until_ns = (int64_t)(r->span.end_ns + c->conf.slack_ms * 1000000);
         p->span = r->span;
         park(c, p);
@@ -584,18 +633,28 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
     return 0;
 }
 
-/* Should this slow span wait? Only when its service sends profiles (seen within retention)
- * and none covering the span's end + slack has arrived yet. */
-static struct corr_svc *waits_for(struct correlator *c, const struct corr_span *s)
+/* Should this slow span wait? When its service sends profiles (seen within retention) and
+ * none covering the span's end + slack has arrived yet; or when its service has sent none yet
+ * but may still be about to (cold start: first seen less than first_profile_wait ago). */
+static struct corr_svc *waits_for(struct correlator *c, struct slow_rec *r)
 {
     if (c->conf.max_wait_ms == 0 || c->closing)
         return NULL;
+    const struct corr_span *s = &r->span;
+    uint64_t now = now_ms(c);
     struct corr_svc *svc = corr_index_find(&c->index, s->tenant, s->service);
-    if (!svc || svc->ntypes == 0 || svc->last_seen_ms + c->conf.retention_ms < now_ms(c))
+    if (svc && svc->ntypes > 0 && svc->last_seen_ms + c->conf.retention_ms >= now) {
+        if (corr_svc_covered(svc, now, c->conf.max_wait_ms) >=
+            (int64_t)(s->end_ns + c->conf.slack_ms * 1000000))
+            return NULL; /* its profile is here already */
+        return svc;
+    }
+    if (now >= r->first_seen_ms + c->conf.first_profile_wait_ms) {
+        hs_counter_add(c->stats.cold[CORR_COLD_NOT_WAITED], 1); /* shown long enough: none */
         return NULL;
-    if (svc->max_until_ns >= (int64_t)(s->end_ns + c->conf.slack_ms * 1000000))
-        return NULL; /* its profile is here already */
-    return svc;
+    }
+    r->cold = true;
+    return corr_index_get(&c->index, s->tenant, s->service, now);
 }
 
 static int corr_consume_traces(struct hs_component *base, struct hs_traces *batch)
@@ -608,7 +667,8 @@ static int corr_consume_traces(struct hs_component *base, struct hs_traces *batc
     struct scan_ctx x = {.c = c,
                          .data = batch->data,
                          .tenant = batch->tenant,
-                         .tenant_auth = batch->tenant_authenticated};
+                         .tenant_auth = batch->tenant_authenticated,
+                         .now_ms = now_ms(c)};
     struct hs_otlp_scan res;
     int rc = hs_otlp_traces_scan(batch->data, batch->len, NULL, visit_span, &x, &res);
     hs_counter_add(c->stats.checked, res.spans);
@@ -619,7 +679,13 @@ static int corr_consume_traces(struct hs_component *base, struct hs_traces *batc
     hs_counter_add(c->stats.slow, x.nslow);
     uint32_t nwait = 0;
     for (uint32_t i = 0; i < x.nslow; i++)
-        if ((x.slow[i].svc = waits_for(c, &x.slow[i].span)))
+        x.slow[i].svc = waits_for(c, &x.slow[i]);
+    /* a service made for a cold start may have evicted one an earlier span waits for: looked
+     * up again, and a span whose service is gone is annotated now */
+    for (uint32_t i = 0; i < x.nslow; i++)
+        if (x.slow[i].svc &&
+            (x.slow[i].svc = corr_index_find(&c->index, x.slow[i].span.tenant,
+                                             x.slow[i].span.service)))
             nwait++;
     /* the spans that go on now: annotated in place, or taken out when they wait */
     struct hs_buf attrs = {0};
@@ -687,13 +753,19 @@ void hs_correlator_tick(struct hs_component *base)
     struct correlator *c = hs_container_of(base, struct correlator, base);
     uint64_t now = now_ms(c);
     uint32_t n = 0;
-    for (struct corr_parked *p = c->parked_head; p && p->deadline_ms <= now; p = p->next)
-        n++;
+    /* not in deadline order: a span waiting for its service's first profile may wait longer
+     * than the spans parked after it */
+    for (struct corr_parked *p = c->parked_head; p; p = p->next)
+        n += p->deadline_ms <= now;
     if (n) {
         struct corr_parked **ps = hs_xmalloc(n * sizeof(*ps));
-        for (uint32_t i = 0; i < n; i++) {
-            ps[i] = c->parked_head;
-            parked_unlink(c, ps[i]);
+        uint32_t k = 0;
+        for (struct corr_parked *p = c->parked_head, *nx; p; p = nx) {
+            nx = p->next;
+            if (p->deadline_ms <= now) {
+                parked_unlink(c, p);
+                ps[k++] = p;
+            }
         }
         hs_counter_add(c->stats.released_timeout, n);
         release(c, ps, n, CORR_REASON_TIMEOUT);
@@ -701,6 +773,7 @@ void hs_correlator_tick(struct hs_component *base)
     }
     outq_flush(c);
     corr_index_expire(&c->index, now);
+    corr_seen_expire(&c->seen, now, c->conf.retention_ms);
     if (!c->closing && c->nparked == 0 && c->noutq == 0 && c->timer_open)
         uv_timer_stop(&c->timer); /* armed again by the next park */
 }
@@ -740,7 +813,7 @@ static double gauge_bytes(void *ud)
 {
     struct correlator *c = ud;
     return (double)(c->index.bytes + corr_latency_bytes(&c->latency) +
-                    c->frags.cap * sizeof(struct corr_frag));
+                    c->frags.cap * sizeof(struct corr_frag) + c->seen.bytes);
 }
 
 static double gauge_ui_bytes(void *ud)
@@ -779,6 +852,7 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
         {&c->stats.ev_stale, "stale_profile"}, {&c->stats.ev_latency, "latency_key"},
         {&c->stats.ev_fragment, "fragment"}, {&c->stats.ev_parked_limit, "parked_span"},
         {&c->stats.ev_expired, "service_expired"},
+        {&c->stats.ev_seen, "first_seen"},
     };
     for (size_t i = 0; i < HS_ARRAY_SIZE(ev); i++) {
         char extra[64];
@@ -786,6 +860,15 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
         *ev[i].p = hs_metrics_counter(m, "correlator_evictions_total",
                                       "Index entries evicted or not kept, by what", L(extra));
     }
+    static const char *const cold[CORR_COLD_N] = {[CORR_COLD_MATCHED] = ",outcome=\"matched\"",
+                                                  [CORR_COLD_UNMATCHED] = ",outcome=\"unmatched\"",
+                                                  [CORR_COLD_GAVE_UP] = ",outcome=\"gave_up\"",
+                                                  [CORR_COLD_NOT_WAITED] =
+                                                      ",outcome=\"not_waited\""};
+    for (int i = 0; i < CORR_COLD_N; i++)
+        c->stats.cold[i] = hs_metrics_counter(
+            m, "correlator_cold_start_total",
+            "Slow spans of services without profiles yet, by what became of them", L(cold[i]));
     hs_metrics_gauge(m, "correlator_parked_spans", "Slow spans waiting for their profile", L(""),
                      gauge_parked, c);
     hs_metrics_gauge(m, "correlator_index_bytes", "Memory of the correlator's indexes", L(""),
@@ -863,7 +946,9 @@ static void corr_destroy(struct hs_component *base)
     corr_index_free(&c->index);
     corr_latency_free(&c->latency);
     corr_frags_free(&c->frags);
+    corr_seen_free(&c->seen);
     corr_ui_free(&c->ui);
+    hs_frame_rules_free(c->rules);
     hs_config_free_fields(corr_fields, &c->conf);
     free(c);
 }

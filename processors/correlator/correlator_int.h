@@ -23,7 +23,7 @@ struct hs_traces;
 /* Fixed bounds that are not worth a config key (each documented where it is used). */
 #define CORR_MAX_TYPES 8          /* profile types kept per service */
 #define CORR_TOP_STACKS 64        /* heaviest distinct stacks per bucket; the rest is "other" */
-#define CORR_SPAN_STACKS 8        /* heaviest stacks kept per span id per bucket */
+#define CORR_SPAN_STACKS 64       /* per span id per bucket, for hot path and flame graph only */
 #define CORR_MAX_SPANS 4096       /* span ids per bucket */
 #define CORR_MAX_STACK_DEPTH 128  /* deeper stacks keep their root-most frames */
 #define CORR_LAT_KEYS 4096        /* (tenant, service, span name) latency sketches */
@@ -33,6 +33,8 @@ struct hs_traces;
 #define CORR_FRAG_TEXT 96         /* bytes of a group's text kept */
 #define CORR_TRUNK_SHARE 0.9      /* root-most frames passing this share to one callee: trunk */
 #define CORR_HOT_PATH_MIN 0.1     /* hot path frames below this share are dropped */
+#define CORR_LIB_SHARE 0.5        /* "(in lib)" when a library holds this share of a function */
+#define CORR_OFFCPU_SHARE 0.5     /* CPU under this share of a span does not explain it */
 #define CORR_BASE_WEIGHT 0.125    /* weight of each closed bucket in the function baseline */
 #define CORR_UI_STACKS 256        /* heaviest matched stacks kept per /ui entry */
 #define CORR_UI_DEPTH 64          /* frames kept per stack of a /ui entry (root-most) */
@@ -49,7 +51,9 @@ struct corr_config {
         uint32_t min_samples;
     } slow;
     uint64_t bucket_ms, retention_ms, max_wait_ms, slack_ms, max_window_ms;
+    uint64_t first_profile_wait_ms;
     uint32_t top;
+    struct hs_strlist library_frames;
     struct {
         char *trace_service, *profile_service, *trace_tenant;
     } labels;
@@ -85,10 +89,21 @@ enum corr_reason {
     CORR_REASON_SHUTDOWN,
 };
 
+/* What became of a slow span of a service without profiles (yet): hotspan_correlator_cold_
+ * start_total{outcome}. The first three count spans that waited for the first profile. */
+enum corr_cold {
+    CORR_COLD_MATCHED,    /* a profile came and matched */
+    CORR_COLD_UNMATCHED,  /* profiles came, none matched it */
+    CORR_COLD_GAVE_UP,    /* no profile of its service came while it waited */
+    CORR_COLD_NOT_WAITED, /* its service had shown for first_profile_wait without profiles */
+    CORR_COLD_N
+};
+
 struct corr_stats {
     struct hs_counter *checked, *slow, *annotated[3], *released_timeout, *profiles_indexed;
     struct hs_counter *ev_service, *ev_bucket, *ev_span, *ev_type, *ev_stale, *ev_latency,
-        *ev_fragment, *ev_parked_limit, *ev_expired;
+        *ev_fragment, *ev_parked_limit, *ev_expired, *ev_seen;
+    struct hs_counter *cold[CORR_COLD_N];
     struct hs_counter *tenant_mismatch; /* labels.trace_tenant refused: not the token's tenant */
     struct hs_counter dummy; /* every pointer aims here until start() registers the metrics */
 };
@@ -107,12 +122,16 @@ struct corr_fval {
     int64_t self, total;
 };
 
+/* A span id's samples in a bucket: every function's exact totals (what its shares come
+ * from), and its heaviest stacks (the hot path and the flame graph). */
 struct corr_spanagg {
     uint64_t id; /* the 8 id bytes, as memcpy'd */
     int64_t value;
     int64_t other; /* samples of this span beyond its kept stacks */
-    uint32_t nstacks;
-    struct corr_stack stacks[CORR_SPAN_STACKS];
+    struct corr_fval *funcs;
+    uint32_t nfuncs, capfuncs;
+    struct corr_stack *stacks; /* up to CORR_SPAN_STACKS */
+    uint32_t nstacks, capstacks;
 };
 
 struct corr_bucket {
@@ -130,21 +149,39 @@ struct corr_bucket {
     size_t bytes;
 };
 
+/* What a profile type measures, in the order matching prefers them (corr_type.rank). */
+enum corr_kind {
+    CORR_KIND_CPU,
+    CORR_KIND_WALL,
+    CORR_KIND_GOROUTINES,
+    CORR_KIND_MUTEX,
+    CORR_KIND_BLOCK,
+    CORR_KIND_ALLOC,
+    CORR_KIND_OTHER
+};
+
 struct corr_type {
-    char *id;       /* "process_cpu:cpu:nanoseconds:cpu:nanoseconds" */
-    bool cpu_ns;    /* sample type cpu in nanoseconds: cpu_share can be computed */
-    int rank;       /* 0 cpu, 1 wall, 2 other: which type annotations prefer */
+    char *id;                  /* "process_cpu:cpu:nanoseconds:cpu:nanoseconds" */
+    bool cpu_ns;               /* sample type cpu in nanoseconds: cpu_share can be computed */
+    int rank;                  /* enum corr_kind: which type matching tries first */
     struct corr_bucket **ring; /* [nring], a bucket allocated when first used */
     uint32_t nring;
     int64_t newest; /* newest bucket number indexed */
+    int64_t max_until_ns; /* the latest end of a profile of this type */
+    uint64_t last_ms;     /* when one last arrived */
     double *base;   /* [nbase] decayed share of each function's total */
     uint32_t nbase;
     uint32_t base_buckets; /* closed buckets folded into base */
 };
 
 struct corr_name {
-    char *name; /* as in the profile */
+    char *name; /* as in the profile: what attributes carry */
+    char *file; /* Function.filename, "" when unknown */
     char *disp; /* display name: "findByEmail" for "./app.js:findByEmail:54" (may == name) */
+    char *lib;  /* runtime, standard library, third party or pseudo-frame: the library's name
+                 * ("crypto/sha256", "node_modules/pg"); NULL for the application's own code */
+    bool ambiguous; /* another function of the service has the same display name */
+    bool same_name; /* ... and the same name: only the files differ */
 };
 
 struct corr_parked;
@@ -163,20 +200,25 @@ struct corr_svc {
     struct corr_name *names;
     uint32_t nnames, capnames;
     uint32_t *name_slots; /* open addressing: fid + 1 */
+    uint32_t *disp_slots; /* the same by display name (name_mask too) */
     uint32_t name_mask;
     struct corr_parked *parked; /* this service's parked spans (svc_prev/svc_next) */
     uint32_t nparked;
 };
 
+struct hs_frame_rules;
+
 struct corr_index {
     const struct corr_config *conf;
     struct corr_stats *stats;
+    const struct hs_frame_rules *rules; /* which frames are library frames */
     struct corr_svc **table;
     size_t mask, count;
     struct corr_svc *lru_head, *lru_tail; /* head = most recently used */
     size_t bytes;
     int64_t *scratch; /* per fid, zero between uses */
     uint32_t *mark;   /* per fid, for counting a function once per stack */
+    uint32_t stamp;   /* the last mark written */
     size_t nscratch;
     /* called before a service is freed (its parked spans must leave) */
     void (*on_evict)(void *ud, struct corr_svc *svc);
@@ -194,12 +236,45 @@ struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
                                  struct hs_str service);
 /* Frees services not seen for `retention`. */
 void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
-/* The type annotations use: cpu, else wall, else the first. NULL when none. */
-struct corr_type *corr_svc_main_type(struct corr_svc *svc);
+/* The service of (tenant, service), made (without profiles) when absent: a place for the spans
+ * of a service whose first profile is still to come. */
+struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
+                                uint64_t now_ms);
+/* How far the service's profiles reach: the least max_until_ns of the types that arrived
+ * within recent_ms (an upload of several types is complete once the last of them arrived). */
+int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms, uint64_t recent_ms);
+/* The service's types in the order matching tries them (by rank); returns their count. */
+uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
 int corr_index_scratch(struct corr_index *ix, size_t n);
 /* The display name of a function name (writes into out, returns its length). */
 size_t corr_display_name(const char *name, char *out, size_t cap);
+/* What a type measures, from its id and its sample type (naming.c). */
+enum corr_kind corr_type_kind(const char *id, const char *type);
+struct hs_profile_summary;
+/* The columns of a profile the index reads (1 or 2, into cols); returns their count. */
+uint32_t corr_index_columns(const struct hs_profile_summary *sum, uint32_t cols[2]);
+
+/* ---- first seen (seen.c) ---------------------------------------------------------------- */
+
+struct corr_seen_entry;
+
+struct corr_seen {
+    struct corr_seen_entry **table;
+    size_t mask;
+    uint32_t count, cap;
+    struct corr_seen_entry *lru_head, *lru_tail;
+    size_t bytes;
+    struct hs_counter **evicted;
+};
+
+void corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted);
+void corr_seen_free(struct corr_seen *t);
+/* Records that (tenant, service) showed at now_ms; returns when it was first seen. */
+uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
+                         uint64_t now_ms);
+/* Forgets services not seen for idle_ms. */
+void corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms);
 
 /* ---- latency baseline (baseline.c) ------------------------------------------------------ */
 
@@ -274,6 +349,7 @@ struct corr_parked {
     uint64_t deadline_ms;
     uint64_t arrival_ms;
     int64_t need_until_ns; /* released once a profile of the service reaches this */
+    bool cold;             /* waits for its service's first profile */
     struct corr_span span;
 };
 
@@ -300,7 +376,11 @@ struct corr_ui_note {
     int64_t total; /* the matched samples, kept stacks and folded ones */
     const uint32_t *path;
     uint32_t npath;
-    struct { uint32_t fid; double share; } top[CORR_UI_LIST];
+    struct {
+        uint32_t fid;
+        double share;
+        const char *lib;
+    } top[CORR_UI_LIST];
     uint32_t ntop;
     struct { uint32_t fid; double share, base; } grown[CORR_UI_LIST];
     uint32_t ngrown;
@@ -308,6 +388,18 @@ struct corr_ui_note {
     const char *link;                     /* profile.link, or NULL */
     size_t link_len;
     double cpu_share; /* < 0 when not known */
+    struct {          /* profile.offcpu.*: type NULL when not written */
+        const char *type;
+        enum corr_match kind;
+        struct {
+            uint32_t fid;
+            double share;
+            const char *lib;
+        } top[CORR_UI_LIST];
+        uint32_t ntop;
+        const uint32_t *path;
+        uint32_t npath;
+    } off;
 };
 
 /* One recent slow span as /ui shows it: a copy, so it outlives the batch and the index. All of
@@ -315,6 +407,7 @@ struct corr_ui_note {
 struct corr_ui_fn {
     uint32_t name;
     double share, base; /* of the matched samples; base: the baseline share (grown only) */
+    const char *lib;    /* top only: "(in lib)", or NULL */
 };
 
 struct corr_ui_stack {
@@ -346,6 +439,12 @@ struct corr_ui_entry {
     uint32_t nhot;
     struct corr_ui_fn *top, *grown;
     uint32_t ntop, ngrown;
+    char *off_type; /* profile.offcpu.type, or NULL */
+    enum corr_match off_kind;
+    struct corr_ui_fn *off_top;
+    uint32_t off_ntop;
+    uint32_t *off_hot;
+    uint32_t off_nhot;
 };
 
 struct corr_ui {
@@ -393,6 +492,8 @@ struct correlator {
     struct corr_index index;
     struct corr_latency latency;
     struct corr_frags frags;
+    struct corr_seen seen;
+    struct hs_frame_rules *rules;
     struct corr_ui ui;
     struct hs_admin *admin; /* where /ui is routed, until shutdown */
     hs_corr_clock_fn clock;
@@ -413,15 +514,70 @@ struct correlator {
     size_t ndelays, capdelays;
 };
 
-/* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
- * when nothing matches), N+1, link. Returns the match kind. */
 /* Percent-encodes s (NUL-terminated) for a URL's query: all but unreserved characters. */
 void corr_url_escape(struct hs_buf *b, const char *s);
 /* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
 const char *corr_reason_name(enum corr_reason r);
 
+/* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
+ * when nothing matches), off CPU, N+1, link. Returns the match kind. */
 enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
                               enum corr_reason fallback, struct hs_buf *attrs);
+
+/* ---- matched samples (match.c) and what they say (explain.c) ---------------------------- */
+
+/* The samples of one profile type that matched a span. */
+struct corr_matched {
+    struct corr_svc *svc;
+    struct corr_type *type;
+    struct corr_bucket *buckets[64]; /* the type's buckets in the window */
+    uint32_t nbuckets;
+    int64_t lo_ns, hi_ns;
+    int64_t window_total; /* all samples of the window */
+    uint32_t *wfids;      /* functions with samples in the window; totals in index scratch
+                           * until corr_window_close */
+    uint32_t nwfids;
+    struct corr_mstack *stacks; /* the matched samples' stacks (capped for an exact match) */
+    uint32_t nstacks, capstacks;
+    int64_t total;      /* the matched samples (kept stacks and folded ones) */
+    int64_t span_value; /* exact: samples carrying the span id */
+    int64_t *ftot;      /* exact: each function's total over all of them, by fid */
+    enum corr_match kind;
+};
+
+void corr_matched_push(struct corr_matched *m, const uint32_t *fids, uint32_t depth, int64_t v);
+/* Zeroes the scratch the window's totals took. */
+void corr_window_close(struct correlator *c, struct corr_matched *m);
+void corr_matched_free(struct correlator *c, struct corr_matched *m);
+/* Is the function (by display name) the span's own? Either name may be the qualified one:
+ * spans "findByEmail" and "UserRepository.findByEmail" both name the function
+ * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
+ * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
+ * give the bare method. */
+bool corr_name_matches(const char *disp, struct hs_str span_name);
+
+struct corr_explain_keys {
+    const char *top, *hot; /* the attribute names */
+};
+
+struct corr_explained {
+    uint32_t *path; /* [CORR_MAX_STACK_DEPTH], the caller's: the whole hot path, root first */
+    uint32_t npath;
+    struct {
+        uint32_t fid;
+        double share;
+        const char *lib; /* "(in lib)", or NULL */
+    } top[20];
+    uint32_t ntop;
+};
+
+/* Writes the top functions and the hot path of m (its window still open) under keys. */
+void corr_explain(const struct correlator *c, const struct corr_matched *m, struct hs_str span_name,
+                  const struct corr_explain_keys *keys, struct hs_buf *attrs,
+                  struct corr_explained *ex);
+/* profile.grown_functions of m's window (still open); fills note->grown when note. */
+void corr_put_grown(const struct correlator *c, const struct corr_matched *m, struct hs_buf *attrs,
+                    struct corr_ui_note *note);
 
 /* For tests and the bench: time comes from fn (milliseconds, any epoch) instead of uv's. */
 void hs_correlator_set_clock(struct hs_component *c, hs_corr_clock_fn fn, void *ud);

@@ -1,11 +1,13 @@
 /* index.c: the correlator's profile index (design.md §7): per (tenant, service, profile type) a
  * ring of time buckets holding per-function self/total, the heaviest stacks and per-span-id
- * aggregates; memory capped per service and in total, least recently used services first out. */
+ * aggregates (each function's exact totals, the heaviest stacks); memory capped per service and
+ * in total, least recently used services first out. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
 #include "core/errors.h"
+#include "pdata/frames.h"
 #include "pdata/profiles.h"
 #include "processors/correlator/correlator_int.h"
 
@@ -23,57 +25,6 @@ static void account(struct corr_index *ix, struct corr_svc *svc, ssize_t delta)
 {
     svc->bytes = (size_t)((ssize_t)svc->bytes + delta);
     ix->bytes = (size_t)((ssize_t)ix->bytes + delta);
-}
-
-/* ---- display names ---------------------------------------------------------------------- */
-
-static bool all_digits(const char *s, size_t n)
-{
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-    return true;
-}
-
-/* The name people call a function by, so span names can find it and annotations read well:
- *   Node  "./app.js:findByEmail:54"              -> "findByEmail"   (file:name:line)
- *   Node  "./app.js:(anonymous:L#51:C#51):51"    -> "(anonymous:L#51:C#51)"
- *   Go    "main.(*UserRepository).findByEmail"   -> "UserRepository.findByEmail"
- *   Go    "github.com/x/pg.(*Client).query"      -> "Client.query"
- *   Go    "encoding/json.Marshal"                -> "json.Marshal"
- * Anything else (Java, Python, C) is kept as it is. */
-size_t corr_display_name(const char *name, char *out, size_t cap)
-{
-    size_t n = strlen(name);
-    const char *last = memrchr(name, ':', n);
-    if (last && all_digits(last + 1, n - (size_t)(last - name) - 1)) {
-        /* an anonymous function's name has colons of its own: "(anonymous:L#51:C#51)" */
-        const char *anon = memmem(name, (size_t)(last - name), "(anonymous", 10);
-        const char *first = anon ? anon - 1 : memrchr(name, ':', (size_t)(last - name));
-        if (first && first + 1 < last) {
-            size_t len = HS_MIN((size_t)(last - first - 1), cap - 1);
-            memcpy(out, first + 1, len);
-            out[len] = '\0';
-            return len;
-        }
-    }
-    const char *recv = strstr(name, ".(");
-    size_t len = 0;
-    if (recv) { /* Go method: drop the package, the parentheses and the '*' */
-        for (const char *s = recv + 2; *s && len + 1 < cap; s++)
-            if (*s != '(' && *s != ')' && *s != '*')
-                out[len++] = *s;
-    } else {
-        /* Go import path: "encoding/json.Marshal" -> "json.Marshal" */
-        const char *slash = memrchr(name, '/', n);
-        const char *start = slash && strchr(slash, '.') ? slash + 1 : name;
-        len = HS_MIN(n - (size_t)(start - name), cap - 1);
-        memcpy(out, start, len);
-    }
-    out[len] = '\0';
-    return len;
 }
 
 /* ---- services --------------------------------------------------------------------------- */
@@ -118,9 +69,12 @@ static size_t bucket_free(struct corr_bucket *b)
     size_t bytes = b->bytes;
     for (uint32_t i = 0; i < b->nstacks; i++)
         stack_free(&b->stacks[i]);
-    for (uint32_t i = 0; i < b->nspans; i++)
+    for (uint32_t i = 0; i < b->nspans; i++) {
         for (uint32_t k = 0; k < b->spans[i].nstacks; k++)
             stack_free(&b->spans[i].stacks[k]);
+        free(b->spans[i].stacks);
+        free(b->spans[i].funcs);
+    }
     free(b->stacks);
     free(b->spans);
     free(b->span_slots);
@@ -143,9 +97,12 @@ static void svc_free(struct corr_index *ix, struct corr_svc *s)
         if (s->names[i].disp != s->names[i].name)
             free(s->names[i].disp);
         free(s->names[i].name);
+        free(s->names[i].file);
+        free(s->names[i].lib);
     }
     free(s->names);
     free(s->name_slots);
+    free(s->disp_slots);
     ix->bytes -= s->bytes;
     free(s->key);
     free(s);
@@ -248,10 +205,9 @@ struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
     return s;
 }
 
-static struct corr_svc *svc_get(struct corr_index *ix, const char *tenant, const char *service)
+static struct corr_svc *svc_get(struct corr_index *ix, struct hs_str t, struct hs_str sv)
 {
     char buf[256], *heap;
-    struct hs_str t = {tenant, strlen(tenant)}, sv = {service, strlen(service)};
     size_t len = make_key(t, sv, buf, sizeof(buf), &heap);
     const char *k = heap ? heap : buf;
     uint64_t h = hash_bytes(k, len, 0xcbf29ce484222325ULL);
@@ -282,18 +238,82 @@ static struct corr_svc *svc_get(struct corr_index *ix, const char *tenant, const
     return s;
 }
 
+struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
+                                uint64_t now_ms)
+{
+    struct corr_svc *s = svc_get(ix, tenant, service);
+    if (s->ntypes == 0)
+        s->last_seen_ms = now_ms; /* a service with profiles is kept by its profiles only */
+    return s;
+}
+
 /* ---- functions of a service ------------------------------------------------------------- */
 
-static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const char *name)
+static uint64_t name_hash(const char *name, const char *file)
 {
-    size_t n = strlen(name);
-    uint64_t h = hash_bytes(name, n, 0x84222325cbf29ce4ULL);
+    return hash_bytes(file, strlen(file),
+                      hash_bytes(name, strlen(name) + 1, 0x84222325cbf29ce4ULL));
+}
+
+static uint64_t disp_hash(const char *disp)
+{
+    return hash_bytes(disp, strlen(disp), 0x2325cbf29ce48422ULL);
+}
+
+/* Both tables grow together: by (name, file), and by display name. */
+static void name_slots_grow(struct corr_index *ix, struct corr_svc *s)
+{
+    uint32_t nmask = s->name_slots ? s->name_mask * 2 + 1 : 31;
+    uint32_t *slots = hs_xcalloc(nmask + 1, sizeof(*slots));
+    uint32_t *dslots = hs_xcalloc(nmask + 1, sizeof(*dslots));
+    for (uint32_t f = 0; f < s->nnames; f++) {
+        uint32_t i = (uint32_t)name_hash(s->names[f].name, s->names[f].file) & nmask;
+        while (slots[i])
+            i = (i + 1) & nmask;
+        slots[i] = f + 1;
+        for (i = (uint32_t)disp_hash(s->names[f].disp) & nmask; dslots[i]; i = (i + 1) & nmask)
+            ;
+        dslots[i] = f + 1;
+    }
+    account(ix, s,
+            (ssize_t)((nmask - (s->name_slots ? s->name_mask : (uint32_t)-1)) * 2 *
+                      sizeof(*slots)));
+    free(s->name_slots);
+    free(s->disp_slots);
+    s->name_slots = slots;
+    s->disp_slots = dslots;
+    s->name_mask = nmask;
+}
+
+/* Two functions of the service displayed alike ("digest.Write" of crypto/sha256 and of
+ * crypto/md5, "flush" of a.js and b.js) are both marked, so /ui shows them in full. */
+static void disp_add(struct corr_svc *s, uint32_t fid)
+{
+    struct corr_name *nm = &s->names[fid];
+    uint32_t i = (uint32_t)disp_hash(nm->disp) & s->name_mask;
+    for (; s->disp_slots[i]; i = (i + 1) & s->name_mask) {
+        struct corr_name *o = &s->names[s->disp_slots[i] - 1];
+        if (strcmp(o->disp, nm->disp) != 0)
+            continue;
+        o->ambiguous = nm->ambiguous = true;
+        if (strcmp(o->name, nm->name) == 0) /* even in full: only their files differ */
+            o->same_name = nm->same_name = true;
+    }
+    s->disp_slots[i] = fid + 1;
+}
+
+/* A function of the service by (name, file), as the profile summary tells them apart; its
+ * display name and whether it is a library frame are worked out once, here. */
+static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const char *name,
+                            const char *file)
+{
+    uint64_t h = name_hash(name, file);
     if (s->name_slots) {
         for (uint32_t i = (uint32_t)h & s->name_mask;; i = (i + 1) & s->name_mask) {
             uint32_t v = s->name_slots[i];
             if (v == 0)
                 break;
-            if (strcmp(s->names[v - 1].name, name) == 0)
+            if (strcmp(s->names[v - 1].name, name) == 0 && strcmp(s->names[v - 1].file, file) == 0)
                 return v - 1;
         }
     }
@@ -305,33 +325,29 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
         account(ix, s, (ssize_t)((cap - s->capnames) * sizeof(*s->names)));
         s->capnames = cap;
     }
-    if ((s->nnames + 1) * 2 > s->name_mask + 1 || !s->name_slots) { /* keep load under 1/2 */
-        uint32_t nmask = s->name_slots ? s->name_mask * 2 + 1 : 31;
-        uint32_t *slots = hs_xcalloc(nmask + 1, sizeof(*slots));
-        for (uint32_t f = 0; f < s->nnames; f++) {
-            const char *nm = s->names[f].name;
-            uint32_t i = (uint32_t)hash_bytes(nm, strlen(nm), 0x84222325cbf29ce4ULL) & nmask;
-            while (slots[i])
-                i = (i + 1) & nmask;
-            slots[i] = f + 1;
-        }
-        account(ix, s, (ssize_t)((nmask - (s->name_slots ? s->name_mask : (uint32_t)-1)) *
-                                 sizeof(*slots)));
-        free(s->name_slots);
-        s->name_slots = slots;
-        s->name_mask = nmask;
-    }
+    if ((s->nnames + 1) * 2 > s->name_mask + 1 || !s->name_slots) /* keep load under 1/2 */
+        name_slots_grow(ix, s);
     uint32_t fid = s->nnames++;
+    struct corr_name *nm = &s->names[fid];
+    size_t n = strlen(name), fl = strlen(file);
     char disp[256];
     size_t dlen = corr_display_name(name, disp, sizeof(disp));
-    s->names[fid].name = hs_xstrndup(name, n);
-    s->names[fid].disp =
-        dlen == n && memcmp(disp, name, n) == 0 ? s->names[fid].name : hs_xstrndup(disp, dlen);
-    account(ix, s, (ssize_t)(n + 1 + (s->names[fid].disp != s->names[fid].name ? dlen + 1 : 0)));
+    nm->name = hs_xstrndup(name, n);
+    nm->file = hs_xstrndup(file, fl);
+    nm->disp = dlen == n && memcmp(disp, name, n) == 0 ? nm->name : hs_xstrndup(disp, dlen);
+    nm->lib = NULL;
+    struct hs_str lib = {0};
+    if (ix->rules && hs_frame_is_library(ix->rules, name, file, &lib))
+        nm->lib = hs_xstrndup(lib.len ? lib.ptr : "library", lib.len ? lib.len : 7);
+    account(ix, s,
+            (ssize_t)(n + fl + 2 + (nm->disp != nm->name ? dlen + 1 : 0) +
+                      (nm->lib ? strlen(nm->lib) + 1 : 0)));
+    nm->ambiguous = nm->same_name = false;
     uint32_t i = (uint32_t)h & s->name_mask;
     while (s->name_slots[i])
         i = (i + 1) & s->name_mask;
     s->name_slots[i] = fid + 1;
+    disp_add(s, fid);
     return fid;
 }
 
@@ -370,22 +386,35 @@ static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, con
     struct corr_type *t = &s->types[s->ntypes++];
     memset(t, 0, sizeof(*t));
     t->id = hs_xstrdup(id);
-    t->rank = strcmp(type, "cpu") == 0 ? 0 : strcmp(type, "wall") == 0 ? 1 : 2;
-    t->cpu_ns = t->rank == 0 && strcmp(unit, "nanoseconds") == 0;
+    t->rank = (int)corr_type_kind(id, type);
+    t->cpu_ns = t->rank == CORR_KIND_CPU && strcmp(unit, "nanoseconds") == 0;
     t->nring = (uint32_t)HS_MAX(1, ix->conf->retention_ms / ix->conf->bucket_ms);
     t->ring = hs_xcalloc(t->nring, sizeof(*t->ring));
     t->newest = INT64_MIN;
+    t->max_until_ns = INT64_MIN;
     account(ix, s, (ssize_t)(strlen(id) + 1 + t->nring * sizeof(*t->ring)));
     return t;
 }
 
-struct corr_type *corr_svc_main_type(struct corr_svc *svc)
+int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms, uint64_t recent_ms)
 {
-    struct corr_type *best = NULL;
+    int64_t covered = INT64_MAX;
     for (uint32_t i = 0; i < svc->ntypes; i++)
-        if (!best || svc->types[i].rank < best->rank)
-            best = &svc->types[i];
-    return best;
+        if (svc->types[i].last_ms + recent_ms >= now_ms)
+            covered = HS_MIN(covered, svc->types[i].max_until_ns);
+    return covered == INT64_MAX ? svc->max_until_ns : covered;
+}
+
+uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < svc->ntypes; i++) { /* insertion by rank; equal ranks keep order */
+        uint32_t k = n++;
+        for (; k > 0 && out[k - 1]->rank > svc->types[i].rank; k--)
+            out[k] = out[k - 1];
+        out[k] = &svc->types[i];
+    }
+    return n;
 }
 
 /* Folds a closed bucket's function shares into the type's decayed baseline: the first bucket
@@ -530,13 +559,13 @@ static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
  * service's ids. */
 static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
                              const struct hs_profile_summary *sum, const uint32_t *fmap,
-                             uint32_t mt)
+                             uint32_t col)
 {
     int64_t *pos = ix->scratch; /* fid -> position + 1 in b->funcs */
     for (uint32_t i = 0; i < b->nfuncs; i++)
         pos[b->funcs[i].fid] = i + 1;
     for (uint32_t i = 0; i < sum->nfuncs; i++) {
-        int64_t self = sum->funcs[i].self[mt], total = sum->funcs[i].total[mt];
+        int64_t self = sum->funcs[i].self[col], total = sum->funcs[i].total[col];
         if (self == 0 && total == 0)
             continue;
         uint32_t fid = fmap[i];
@@ -564,12 +593,12 @@ static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct c
 
 static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
                               const struct hs_profile_summary *sum, const uint32_t *fmap,
-                              uint32_t mt)
+                              uint32_t col)
 {
     uint32_t fids[CORR_MAX_STACK_DEPTH];
     for (uint32_t i = 0; i < sum->nstacks; i++) {
         const struct hs_profile_stack *st = &sum->stacks[i];
-        int64_t v = st->values[mt];
+        int64_t v = st->values[col];
         if (v == 0)
             continue;
         uint32_t depth = HS_MIN(st->depth, CORR_MAX_STACK_DEPTH);
@@ -588,17 +617,129 @@ static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct 
             }
         }
         ssize_t d = topk_add(b->stacks, &b->nstacks, b->capstacks, &b->other, fids, depth, h, v);
-        if (st->span != HS_PROFILE_NO_SPAN && st->span < sum->nspans) {
-            struct corr_spanagg *a = span_get(ix, s, b, sum->spans[st->span].id);
-            if (a) {
-                a->value += v;
-                d += topk_add(a->stacks, &a->nstacks, CORR_SPAN_STACKS, &a->other, fids, depth,
-                              h, v);
-            }
-        }
         b->bytes = (size_t)((ssize_t)b->bytes + d);
         account(ix, s, d);
     }
+}
+
+/* Makes room for one more of a span's stacks, up to CORR_SPAN_STACKS; returns the bytes. */
+static ssize_t span_stacks_room(struct corr_spanagg *a)
+{
+    if (a->nstacks < a->capstacks || a->capstacks >= CORR_SPAN_STACKS)
+        return 0;
+    uint32_t cap = a->capstacks ? HS_MIN(a->capstacks * 2, CORR_SPAN_STACKS) : 4;
+    struct corr_stack *ns = realloc(a->stacks, cap * sizeof(*ns));
+    if (!ns)
+        abort();
+    a->stacks = ns;
+    ssize_t d = (ssize_t)((cap - a->capstacks) * sizeof(*ns));
+    a->capstacks = cap;
+    return d;
+}
+
+/* Adds to the span's function fid; pos maps fids to their position + 1 in a->funcs. Returns
+ * the bytes allocated. */
+static ssize_t span_add_func(struct corr_spanagg *a, int64_t *pos, uint32_t fid, int64_t self,
+                             int64_t total)
+{
+    ssize_t d = 0;
+    if (!pos[fid]) {
+        if (a->nfuncs == a->capfuncs) {
+            uint32_t cap = a->capfuncs ? a->capfuncs * 2 : 8;
+            struct corr_fval *nf = realloc(a->funcs, cap * sizeof(*nf));
+            if (!nf)
+                abort();
+            d = (ssize_t)((cap - a->capfuncs) * sizeof(*nf));
+            a->funcs = nf;
+            a->capfuncs = cap;
+        }
+        a->funcs[a->nfuncs] = (struct corr_fval){.fid = fid};
+        pos[fid] = ++a->nfuncs;
+    }
+    a->funcs[pos[fid] - 1].self += self;
+    a->funcs[pos[fid] - 1].total += total;
+    return d;
+}
+
+/* One span's stacks of the profile (order[]): its exact function totals, over every frame of
+ * every sample, and its heaviest stacks. */
+static ssize_t span_add(struct corr_index *ix, struct corr_spanagg *a,
+                        const struct hs_profile_summary *sum, const uint32_t *fmap,
+                        const uint32_t *order, uint32_t n, uint32_t col)
+{
+    int64_t *pos = ix->scratch;
+    uint32_t fids[CORR_MAX_STACK_DEPTH];
+    ssize_t d = 0;
+    for (uint32_t k = 0; k < a->nfuncs; k++)
+        pos[a->funcs[k].fid] = k + 1;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct hs_profile_stack *st = &sum->stacks[order[i]];
+        int64_t v = st->values[col];
+        uint32_t depth = HS_MIN(st->depth, CORR_MAX_STACK_DEPTH);
+        for (uint32_t k = 0; k < depth; k++)
+            fids[k] = fmap[st->funcs[k]];
+        a->value += v;
+        d += span_stacks_room(a);
+        d += topk_add(a->stacks, &a->nstacks, a->capstacks, &a->other, fids, depth,
+                      hash_bytes(fids, depth * sizeof(*fids), 7), v);
+        if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
+            memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
+            ix->stamp = 1;
+        }
+        for (uint32_t k = 0; k < st->depth; k++) {
+            uint32_t f = fmap[st->funcs[k]];
+            if (ix->mark[f] != ix->stamp) { /* recursion: once per sample */
+                ix->mark[f] = ix->stamp;
+                d += span_add_func(a, pos, f, 0, v);
+            }
+        }
+        if (st->depth)
+            d += span_add_func(a, pos, fmap[st->funcs[st->depth - 1]], v, 0);
+    }
+    for (uint32_t k = 0; k < a->nfuncs; k++)
+        pos[a->funcs[k].fid] = 0;
+    return d;
+}
+
+/* The samples labelled with a span id, grouped by span (a counting sort of the stacks). */
+static void bucket_add_spans(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
+                             const struct hs_profile_summary *sum, const uint32_t *fmap,
+                             uint32_t col)
+{
+    if (sum->nspans == 0)
+        return;
+    uint32_t *start = hs_xcalloc((size_t)sum->nspans + 1, sizeof(*start));
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < sum->nstacks; i++) {
+        const struct hs_profile_stack *st = &sum->stacks[i];
+        if (st->span < sum->nspans && st->values[col] != 0) {
+            start[st->span + 1]++;
+            n++;
+        }
+    }
+    for (uint32_t k = 0; k < sum->nspans; k++)
+        start[k + 1] += start[k];
+    uint32_t *order = hs_xmalloc(HS_MAX(n, 1) * sizeof(*order));
+    uint32_t *fill = hs_xmalloc(sum->nspans * sizeof(*fill));
+    memcpy(fill, start, sum->nspans * sizeof(*fill));
+    for (uint32_t i = 0; i < sum->nstacks; i++) {
+        const struct hs_profile_stack *st = &sum->stacks[i];
+        if (st->span < sum->nspans && st->values[col] != 0)
+            order[fill[st->span]++] = i;
+    }
+    for (uint32_t k = 0; k < sum->nspans; k++) {
+        if (start[k] == start[k + 1])
+            continue;
+        struct corr_spanagg *a = span_get(ix, s, b, sum->spans[k].id);
+        if (!a)
+            continue;
+        ssize_t d = span_add(ix, a, sum, fmap, order + start[k], start[k + 1] - start[k], col);
+        b->bytes = (size_t)((ssize_t)b->bytes + d);
+        account(ix, s, d);
+    }
+    free(fill);
+    free(order);
+    free(start);
 }
 
 /* Frees the service's oldest buckets (of any type) until it fits max_service_bytes, keeping
@@ -624,21 +765,13 @@ static void svc_trim(struct corr_index *ix, struct corr_svc *s, const struct cor
     }
 }
 
-struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
-                                const struct hs_profile *p, uint64_t now_ms)
+/* One column of the profile into its type's bucket; NULL when not kept (types full, stale). */
+static struct corr_bucket *index_column(struct corr_index *ix, struct corr_svc *s,
+                                        const struct hs_profile *p, uint32_t col, uint32_t **fmap)
 {
     const struct hs_profile_summary *sum = &p->summary;
-    const char *service = hs_profile_label(p, ix->conf->labels.profile_service);
-    if (!service)
-        service = p->service ? p->service : "unknown_service";
-    if (sum->ntypes == 0 || sum->main_type >= sum->ntypes)
-        return NULL;
-    uint32_t mt = sum->main_type;
-    struct corr_svc *s = svc_get(ix, tenant ? tenant : "", service);
-    s->last_seen_ms = now_ms;
-    struct corr_type *t =
-        type_get(ix, s, sum->type_ids ? sum->type_ids[mt] : sum->types[mt], sum->types[mt],
-                 sum->units ? sum->units[mt] : "");
+    struct corr_type *t = type_get(ix, s, sum->type_ids ? sum->type_ids[col] : sum->types[col],
+                                   sum->types[col], sum->units ? sum->units[col] : "");
     if (!t)
         return NULL;
     int64_t bucket_ns = (int64_t)ix->conf->bucket_ms * 1000000;
@@ -655,19 +788,48 @@ struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
         }
         t->newest = idx;
     }
-    uint32_t *fmap = hs_xmalloc(HS_MAX(sum->nfuncs, 1) * sizeof(*fmap));
-    for (uint32_t i = 0; i < sum->nfuncs; i++)
-        fmap[i] = name_intern(ix, s, sum->funcs[i].name ? sum->funcs[i].name : "");
-    if (corr_index_scratch(ix, s->nnames) != 0) {
-        free(fmap);
-        return NULL;
+    if (!*fmap) {
+        *fmap = hs_xmalloc(HS_MAX(sum->nfuncs, 1) * sizeof(**fmap));
+        for (uint32_t i = 0; i < sum->nfuncs; i++)
+            (*fmap)[i] = name_intern(ix, s, sum->funcs[i].name ? sum->funcs[i].name : "",
+                                     sum->funcs[i].file ? sum->funcs[i].file : "");
     }
+    if (corr_index_scratch(ix, s->nnames) != 0)
+        return NULL;
     struct corr_bucket *b = bucket_get(ix, s, t, idx);
-    bucket_add_funcs(ix, s, b, sum, fmap, mt);
-    bucket_add_stacks(ix, s, b, sum, fmap, mt);
-    free(fmap);
+    bucket_add_funcs(ix, s, b, sum, *fmap, col);
+    bucket_add_stacks(ix, s, b, sum, *fmap, col);
+    bucket_add_spans(ix, s, b, sum, *fmap, col);
     b->min_from = HS_MIN(b->min_from, p->from_ns);
     b->max_until = HS_MAX(b->max_until, p->until_ns);
+    t->max_until_ns = HS_MAX(t->max_until_ns, p->until_ns);
+    t->last_ms = s->last_seen_ms;
+    return b;
+}
+
+struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
+                                const struct hs_profile *p, uint64_t now_ms)
+{
+    const struct hs_profile_summary *sum = &p->summary;
+    const char *service = hs_profile_label(p, ix->conf->labels.profile_service);
+    if (!service)
+        service = p->service ? p->service : "unknown_service";
+    if (sum->ntypes == 0 || sum->main_type >= sum->ntypes)
+        return NULL;
+    tenant = tenant ? tenant : "";
+    struct corr_svc *s = svc_get(ix, (struct hs_str){tenant, strlen(tenant)},
+                                 (struct hs_str){service, strlen(service)});
+    s->last_seen_ms = now_ms;
+    uint32_t cols[2], *fmap = NULL;
+    uint32_t ncols = corr_index_columns(sum, cols);
+    struct corr_bucket *b = NULL;
+    for (uint32_t i = 0; i < ncols; i++) {
+        struct corr_bucket *nb = index_column(ix, s, p, cols[i], &fmap);
+        b = nb ? nb : b;
+    }
+    free(fmap);
+    if (!b)
+        return NULL;
     s->max_until_ns = HS_MAX(s->max_until_ns, p->until_ns);
     svc_trim(ix, s, b);
     while (ix->bytes > ix->conf->limits.max_bytes && ix->lru_tail && ix->lru_tail != s)

@@ -99,7 +99,14 @@ static uint32_t local_name(struct snap *s, uint32_t fid)
     struct corr_ui_entry *e = s->e;
     if (e->nnames == s->capnames)
         return UINT32_MAX;
-    const char *d = s->svc->names[fid].disp;
+    /* shortened for display, unless another function of the service would read alike */
+    const struct corr_name *nm = &s->svc->names[fid];
+    char full[CORR_UI_NAME + 1];
+    const char *d = !nm->ambiguous ? nm->disp : nm->name;
+    if (nm->same_name && *nm->file) {
+        snprintf(full, sizeof(full), "%s (%s)", nm->name, nm->file);
+        d = full;
+    }
     char *copy = dup_capped(e->arena, d, strlen(d), CORR_UI_NAME);
     if (!copy)
         return UINT32_MAX;
@@ -190,8 +197,10 @@ static void snapshot_lists(struct snap *s, const struct corr_ui_note *n)
     e->top = hs_arena_alloc(e->arena, HS_MAX(n->ntop, 1) * sizeof(*e->top));
     for (uint32_t i = 0; e->top && i < n->ntop; i++) {
         uint32_t l = local_name(s, n->top[i].fid);
+        const char *lib = n->top[i].lib;
         if (l != UINT32_MAX)
-            e->top[e->ntop++] = (struct corr_ui_fn){l, n->top[i].share, 0};
+            e->top[e->ntop++] = (struct corr_ui_fn){
+                l, n->top[i].share, 0, lib ? dup_capped(e->arena, lib, strlen(lib), 64) : NULL};
     }
     e->grown = hs_arena_alloc(e->arena, HS_MAX(n->ngrown, 1) * sizeof(*e->grown));
     for (uint32_t i = 0; e->grown && i < n->ngrown; i++) {
@@ -206,6 +215,32 @@ static void snapshot_lists(struct snap *s, const struct corr_ui_note *n)
         if (l == UINT32_MAX)
             break;
         e->hot[e->nhot++] = l;
+    }
+}
+
+/* What the off-CPU type said: its id, top functions and hot path. */
+static void snapshot_offcpu(struct snap *s, const struct corr_ui_note *n)
+{
+    struct corr_ui_entry *e = s->e;
+    if (!n->off.type)
+        return;
+    e->off_type = dup_capped(e->arena, n->off.type, strlen(n->off.type), CORR_UI_TEXT);
+    e->off_kind = n->off.kind;
+    e->off_top = hs_arena_alloc(e->arena, HS_MAX(n->off.ntop, 1) * sizeof(*e->off_top));
+    for (uint32_t i = 0; e->off_top && i < n->off.ntop; i++) {
+        uint32_t l = local_name(s, n->off.top[i].fid);
+        const char *lib = n->off.top[i].lib;
+        if (l != UINT32_MAX)
+            e->off_top[e->off_ntop++] = (struct corr_ui_fn){
+                l, n->off.top[i].share, 0, lib ? dup_capped(e->arena, lib, strlen(lib), 64) : NULL};
+    }
+    uint32_t np = HS_MIN(n->off.npath, CORR_UI_DEPTH);
+    e->off_hot = hs_arena_alloc(e->arena, HS_MAX(np, 1) * sizeof(*e->off_hot));
+    for (uint32_t i = 0; e->off_hot && i < np; i++) {
+        uint32_t l = local_name(s, n->off.path[i]);
+        if (l == UINT32_MAX)
+            break;
+        e->off_hot[e->off_nhot++] = l;
     }
 }
 
@@ -258,10 +293,12 @@ static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_ui_
         snapshot_plan(&s, n);
         s.map = hs_xcalloc(n->svc->nnames, sizeof(*s.map));
         s.capnames = HS_MIN(HS_MIN(CORR_UI_NAMES, n->svc->nnames),
-                            n->ntop + n->ngrown + HS_MIN(n->npath, CORR_UI_DEPTH) + s.nframes);
+                            n->ntop + n->ngrown + HS_MIN(n->npath, CORR_UI_DEPTH) + s.nframes +
+                                n->off.ntop + HS_MIN(n->off.npath, CORR_UI_DEPTH));
         e->names = hs_arena_alloc(a, HS_MAX(s.capnames, 1) * sizeof(*e->names));
         if (e->names) {
             snapshot_lists(&s, n);
+            snapshot_offcpu(&s, n);
             snapshot_stacks(&s);
         } else {
             s.want = 0; /* out of the entry's memory: every stack counted as cut */

@@ -384,29 +384,64 @@ static void put_links(struct hs_buf *b, const struct corr_config *conf,
                          "<code>ui.grafana_url</code>)</span>");
 }
 
+static void put_fns(struct hs_buf *b, const char *id, const struct corr_ui_entry *e,
+                    const struct corr_ui_fn *fns, uint32_t n)
+{
+    hs_buf_printf(b, "<ol id=\"%s\">", id);
+    for (uint32_t i = 0; i < n; i++) {
+        hs_buf_printf(b, "<li>");
+        esc(b, e->names[fns[i].name]);
+        hs_buf_printf(b, " <span class=\"sub\">%.0f%%", 100.0 * fns[i].share);
+        if (fns[i].lib) {
+            hs_buf_printf(b, " (in ");
+            esc(b, fns[i].lib);
+            hs_buf_printf(b, ")");
+        }
+        hs_buf_printf(b, "</span></li>");
+    }
+    hs_buf_printf(b, "</ol>");
+}
+
+static void put_path(struct hs_buf *b, const char *id, const struct corr_ui_entry *e,
+                     const uint32_t *hot, uint32_t n)
+{
+    hs_buf_printf(b, "<span id=\"%s\">", id);
+    for (uint32_t i = 0; i < n; i++) {
+        hs_buf_printf(b, "%s", i ? " &gt; " : "");
+        esc(b, e->names[hot[i]]);
+    }
+    hs_buf_printf(b, "</span>");
+}
+
+/* What the profile types that measure waiting said, when CPU did not explain the span. */
+static void put_offcpu(struct hs_buf *b, const struct corr_ui_entry *e)
+{
+    if (!e->off_type)
+        return;
+    row(b, "Off CPU");
+    hs_buf_printf(b, "<code id=\"offcpu-type\">");
+    esc(b, e->off_type);
+    hs_buf_printf(b, "</code> <span class=\"sub\">(%s match)</span>", kind_name(e->off_kind));
+    if (e->off_ntop)
+        put_fns(b, "offcpu-top", e, e->off_top, e->off_ntop);
+    if (e->off_nhot)
+        put_path(b, "offcpu-hot-path", e, e->off_hot, e->off_nhot);
+    row_end(b);
+}
+
 static void put_lists(struct hs_buf *b, const struct corr_ui_entry *e)
 {
     if (e->ntop) {
         row(b, "Top functions");
-        hs_buf_printf(b, "<ol id=\"top\">");
-        for (uint32_t i = 0; i < e->ntop; i++) {
-            hs_buf_printf(b, "<li>");
-            esc(b, e->names[e->top[i].name]);
-            hs_buf_printf(b, " <span class=\"sub\">%.0f%%</span></li>", 100.0 * e->top[i].share);
-        }
-        hs_buf_printf(b, "</ol>");
+        put_fns(b, "top", e, e->top, e->ntop);
         row_end(b);
     }
     if (e->nhot) {
         row(b, "Hot path");
-        hs_buf_printf(b, "<span id=\"hot-path\">");
-        for (uint32_t i = 0; i < e->nhot; i++) {
-            hs_buf_printf(b, "%s", i ? " &gt; " : "");
-            esc(b, e->names[e->hot[i]]);
-        }
-        hs_buf_printf(b, "</span>");
+        put_path(b, "hot-path", e, e->hot, e->nhot);
         row_end(b);
     }
+    put_offcpu(b, e);
     if (e->nplus1) {
         row(b, "Pattern");
         hs_buf_printf(b, "N+1: <b id=\"nplus1\">%u</b> alike children: <code>", e->nplus1);

@@ -41,11 +41,6 @@ const FAST_PRICES = '/prices';
 const COLD = [SLOW_PREFS, FAST_PREFS, SLOW_PREFS, FAST_REPORT];
 const WARM = [FAST_PREFS, SLOW_PREFS, SLOW_REPORT, SLOW_PRICES, FAST_PRICES, FAST_REPORT,
   SLOW_PREFS, SLOW_PRICES, SLOW_REPORT, FAST_PREFS, FAST_PRICES];
-const TODO_FULL = 'needs h16-corr: full function names in attributes, as the profiler wrote them';
-const TODO_COLD = 'needs h16-corr: a slow span of a service that has not sent its first profile yet waits for it';
-const TODO_LIB = 'needs h16-corr: library frames summarised under the application function that called them';
-const TODO_EXACT = 'needs h16-corr: exact shares from all of a span\'s samples, not its 8 heaviest stacks';
-const TODO_OFFCPU = 'needs h16-corr: profile.offcpu.* from the mutex/block/goroutine profiles';
 
 describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go labels, pyroscope-go uploads)', () => {
   let sink;
@@ -153,7 +148,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
   });
 
   it('cold start: a slow span that ended before the service\'s first profile is annotated from it',
-    { todo: TODO_COLD }, () => {
+    () => {
       const cold = slow('prefs').filter(isCold);
       assert.ok(cold.length > 0);
       for (const t of cold) {
@@ -166,7 +161,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
     });
 
   it('a function that spends its time in a library is named, not the library\'s frames',
-    { todo: TODO_LIB }, () => {
+    () => {
       for (const t of warm('prefs')) {
         const a = attrs(span(t));
         const top = a['profile.top_functions'];
@@ -185,7 +180,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
       }
     });
 
-  it('a span with >= 32 distinct stacks: shares from all of its samples', { todo: TODO_EXACT }, () => {
+  it('a span with >= 32 distinct stacks: shares from all of its samples', () => {
     for (const t of warm('report')) {
       const own = spanSamples(psink, t.spanId);
       assert.ok(own.stacks.size >= 32, `the span's samples fell into ${own.stacks.size} distinct stacks`);
@@ -205,7 +200,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
     }
   });
 
-  it('a span waiting on a mutex: off-CPU attributes name the lock\'s functions', { todo: TODO_OFFCPU }, () => {
+  it('a span waiting on a mutex: off-CPU attributes name the lock\'s functions', { todo: 'h16-fix: an exact match found only in the goroutine profile writes no profile.offcpu.*, and ties rank callers before PriceCache.Get' }, () => {
     for (const t of warm('prices')) {
       assert.ok(t.waitNs / 1e6 >= 300, `the app waited ${t.waitNs / 1e6} ms for the lock`);
       const a = attrs(span(t));
@@ -238,7 +233,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
     assert.equal(byName.block, byName.mutex);
   });
 
-  it('functions are named in full, as the profiler wrote them', { todo: TODO_FULL }, () => {
+  it('functions are named in full, as the profiler wrote them', () => {
     const known = profileFunctionNames(psink, report.service);
     let checked = 0;
     for (const t of report.spans.filter((x) => x.slow && ['prefs', 'report', 'prices'].includes(x.kind))) {

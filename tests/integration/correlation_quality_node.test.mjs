@@ -34,10 +34,6 @@ const PLAN = [
   fastReq('sign'), slowReq('sign'), fastReq('wait'), slowReq('wait'), fastReq('sign'),
   slowReq('sign'), fastReq('wait'), slowReq('wait'), fastReq('sign'),
 ];
-const TODO_FULL = 'needs h16-corr: full function names in attributes, as the profiler wrote them';
-const TODO_COLD = 'needs h16-corr: a slow span of a service that has not sent its first profile yet waits for it';
-const TODO_LIB = 'needs h16-corr: library frames summarised under the application function that called them';
-const TODO_OFFCPU = 'needs h16-corr: exact matching on wall samples and profile.offcpu.* for a span that waited';
 
 describe('correlation quality: a Node service (OpenTelemetry JS + @pyroscope/nodejs wall and heap)', () => {
   let sink;
@@ -127,7 +123,7 @@ describe('correlation quality: a Node service (OpenTelemetry JS + @pyroscope/nod
   });
 
   it('cold start: slow spans that ended before the service\'s first profile are annotated from it',
-    { todo: TODO_COLD }, () => {
+    () => {
       const cold = report.spans.filter((t) => t.slow && isCold(t));
       assert.ok(cold.length > 0);
       for (const t of cold) {
@@ -140,7 +136,7 @@ describe('correlation quality: a Node service (OpenTelemetry JS + @pyroscope/nod
     });
 
   it('a function that spends its time in a library (crypto.pbkdf2Sync) is named, not the library\'s frames',
-    { todo: TODO_LIB }, () => {
+    () => {
       for (const t of warm('sign')) {
         const a = attrs(span(t));
         const top = a['profile.top_functions'];
@@ -159,7 +155,7 @@ describe('correlation quality: a Node service (OpenTelemetry JS + @pyroscope/nod
     });
 
   it('a span waiting on I/O is matched exactly from its wall samples and explained off-CPU',
-    { todo: TODO_OFFCPU }, () => {
+    () => {
       for (const t of warm('wait')) {
         assert.ok(t.waitNs / 1e6 >= 390, `the app waited ${t.waitNs / 1e6} ms`);
         const a = attrs(span(t));
@@ -173,7 +169,7 @@ describe('correlation quality: a Node service (OpenTelemetry JS + @pyroscope/nod
       }
     });
 
-  it('functions are named in full, as the profiler wrote them', { todo: TODO_FULL }, () => {
+  it('functions are named in full, as the profiler wrote them', () => {
     const known = profileFunctionNames(psink, report.service);
     let checked = 0;
     for (const t of report.spans.filter((x) => x.slow && ['sign', 'wait'].includes(x.kind))) {

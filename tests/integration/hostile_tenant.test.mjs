@@ -101,6 +101,7 @@ processors:
   correlator:
     slow: {threshold: 300ms}
     max_wait: 2s
+    first_profile_wait: 2s # b never sends profiles of ledger: its spans need not wait long
     labels: {trace_tenant: tenant.id}
   batch: {timeout: 50ms}
 exporters:

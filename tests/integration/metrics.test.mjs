@@ -122,6 +122,7 @@ processors:
   correlator:
     slow: {threshold: 300ms}
     max_wait: 1500ms
+    first_profile_wait: 20s
     limits: {max_services: 1}
   batch: {send_batch_size: 2, timeout: 100ms}
 exporters:
@@ -183,6 +184,22 @@ service:
         metric(m, 'hotspan_processor_batch_batches_total',
           { processor: 'batch', pipeline: 'traces', trigger: 'timeout' }) >= 1,
       'a service evicted, two profiles sent, a batch sent by its timeout');
+
+    // a slow span of a service that has sent no profile yet (cold start): parked until its
+    // first profile comes, then annotated from it
+    const coldEnd = BigInt(Date.now()) * 1000000n;
+    const cold = otlp.makeSpan({ name: 'UserRepository.findByEmail',
+      startTimeUnixNano: String(coldEnd - 800000000n), endTimeUnixNano: String(coldEnd) });
+    res = await sendSpans(hs.ports.otlp, [cold], 'svc-c', 'it');
+    assert.equal(res.status, 200);
+    await waitMetrics(admin, (m) => metricSum(m, 'hotspan_correlator_parked_spans') > 0,
+      'the cold-start span parked');
+    res = await ingest(hs.ports.pyroscope, 'svc-c', { tenant: 'it', from: nowS() - 5, until: nowS() + 10 });
+    assert.equal(res.status, 200, `ingest: ${res.body}`);
+    const m4 = await waitMetrics(admin, (m) => metric(m, 'hotspan_correlator_cold_start_total',
+      { processor: 'correlator', outcome: 'matched' }) > 0, 'the cold-start span matched');
+    assertRose(m0, m4, 'hotspan_correlator_cold_start_total', { processor: 'correlator', outcome: 'matched' });
+    await sink.waitFor(() => sink.spans().some((s) => s.span.spanId === cold.spanId), 10000);
 
     for (const name of ['hotspan_receiver_accepted_spans_total', 'hotspan_receiver_rejected_spans_total',
       'hotspan_receiver_failed_requests_total', 'hotspan_receiver_accepted_profiles_total',

@@ -214,6 +214,97 @@ static inline struct hs_profile *mkprofile(const char *service, int64_t from_s, 
     return p;
 }
 
+/* A profile of several sample types (columns), as Node's wall profile (samples, wall, cpu) or
+ * Go's mutex profile (contentions, delay) carry them; ids are the type ids. Each stack has a
+ * value per column. main_type as the summary chooses it: cpu, else wall, else the last. */
+struct pcol {
+    const char *type, *unit, *id;
+};
+
+struct mstack {
+    const char *fns[12]; /* root first, NULL-terminated */
+    int64_t v[3];
+    const uint8_t *span; /* 8 bytes, or NULL */
+};
+
+static inline struct hs_profile *mkprofile_cols(const char *service, int64_t from_s,
+                                                int64_t until_s, const struct pcol *cols,
+                                                uint32_t ncols, const struct mstack *st, size_t n)
+{
+    struct hs_profile *p = hs_profile_new();
+    struct hs_arena *a = p->arena;
+    assert_int_equal(hs_profile_set_label(p, "service_name", 12, service, strlen(service)), 0);
+    p->service = hs_profile_label(p, "service_name");
+    p->from_ns = (T0 + from_s) * INT64_C(1000000000);
+    p->until_ns = (T0 + until_s) * INT64_C(1000000000);
+    struct hs_profile_summary *s = &p->summary;
+    s->ntypes = ncols;
+    s->types = hs_arena_alloc(a, ncols * sizeof(char *));
+    s->units = hs_arena_alloc(a, ncols * sizeof(char *));
+    s->type_ids = hs_arena_alloc(a, ncols * sizeof(char *));
+    s->main_type = ncols - 1;
+    for (uint32_t t = ncols; t-- > 0;) {
+        s->types[t] = cols[t].type;
+        s->units[t] = cols[t].unit;
+        s->type_ids[t] = cols[t].id;
+        if (strcmp(cols[t].type, "wall") == 0 && strcmp(cols[s->main_type].type, "cpu") != 0)
+            s->main_type = t;
+        if (strcmp(cols[t].type, "cpu") == 0)
+            s->main_type = t;
+    }
+    size_t cap = 12 * n + 1;
+    s->funcs = hs_arena_alloc(a, cap * sizeof(*s->funcs));
+    s->stacks = hs_arena_alloc(a, n * sizeof(*s->stacks));
+    s->spans = hs_arena_alloc(a, (n + 1) * sizeof(*s->spans));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *fids = hs_arena_alloc(a, 12 * sizeof(*fids));
+        uint32_t d = 0;
+        for (; d < 12 && st[i].fns[d]; d++) {
+            uint32_t f = 0;
+            while (f < s->nfuncs && strcmp(s->funcs[f].name, st[i].fns[d]) != 0)
+                f++;
+            if (f == s->nfuncs) {
+                s->funcs[f].name = st[i].fns[d];
+                s->funcs[f].file = "";
+                s->funcs[f].self = hs_arena_alloc(a, ncols * sizeof(int64_t));
+                s->funcs[f].total = hs_arena_alloc(a, ncols * sizeof(int64_t));
+                memset(s->funcs[f].self, 0, ncols * sizeof(int64_t));
+                memset(s->funcs[f].total, 0, ncols * sizeof(int64_t));
+                s->nfuncs++;
+            }
+            fids[d] = f;
+            bool seen = false;
+            for (uint32_t k = 0; k < d; k++)
+                seen = seen || fids[k] == f;
+            for (uint32_t t = 0; t < ncols && !seen; t++)
+                s->funcs[f].total[t] += st[i].v[t];
+        }
+        for (uint32_t t = 0; t < ncols; t++)
+            s->funcs[fids[d - 1]].self[t] += st[i].v[t];
+        struct hs_profile_stack *ps = &s->stacks[s->nstacks++];
+        ps->funcs = fids;
+        ps->depth = d;
+        ps->values = hs_arena_alloc(a, ncols * sizeof(int64_t));
+        memcpy(ps->values, st[i].v, ncols * sizeof(int64_t));
+        ps->span = HS_PROFILE_NO_SPAN;
+        if (st[i].span) {
+            uint32_t k = 0;
+            while (k < s->nspans && memcmp(s->spans[k].id, st[i].span, 8) != 0)
+                k++;
+            if (k == s->nspans) {
+                memcpy(s->spans[k].id, st[i].span, 8);
+                s->spans[k].values = hs_arena_alloc(a, ncols * sizeof(int64_t));
+                memset(s->spans[k].values, 0, ncols * sizeof(int64_t));
+                s->nspans++;
+            }
+            for (uint32_t t = 0; t < ncols; t++)
+                s->spans[k].values[t] += st[i].v[t];
+            ps->span = k;
+        }
+    }
+    return p;
+}
+
 static inline int send_profiles(struct fx *f, const char *tenant, struct hs_profile *p)
 {
     struct hs_profiles *b = hs_profiles_new(tenant);

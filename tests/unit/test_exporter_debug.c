@@ -448,6 +448,58 @@ static void test_slow_fallbacks(void **state)
                         "trace=5b8efff798038103d269b633813fc60c\n");
 }
 
+/* Full names as the correlator writes them are shortened, unless two would read alike; a
+ * library's share and the off-CPU explanation are shown. */
+static void test_slow_offcpu_and_names(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: slow");
+    static const char *json =
+        "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+        "\"value\":{\"stringValue\":\"user-db\"}}]},\"scopeSpans\":[{\"spans\":["
+        "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"eee19b7ec3c1b174\","
+        "\"name\":\"UserRepository.findByEmail\",\"startTimeUnixNano\":\"1000000000\","
+        "\"endTimeUnixNano\":\"1600000000\",\"attributes\":["
+        "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"span\"}},"
+        "{\"key\":\"profile.cpu_share\",\"value\":{\"doubleValue\":0.03}},"
+        "{\"key\":\"profile.top_functions\",\"value\":{\"arrayValue\":{\"values\":["
+        "{\"stringValue\":\"main.(*UserRepository).decode 100%\"}]}}},"
+        "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":\"main.handle > "
+        "main.(*UserRepository).findByEmail > main.(*UserRepository).decode\"}},"
+        "{\"key\":\"profile.offcpu.type\",\"value\":{\"stringValue\":"
+        "\"mutex:delay:nanoseconds:contentions:count\"}},"
+        "{\"key\":\"profile.offcpu.top_functions\",\"value\":{\"arrayValue\":{\"values\":["
+        "{\"stringValue\":\"main.(*Cache).get 100% (in sync)\"}]}}},"
+        "{\"key\":\"profile.offcpu.hot_path\",\"value\":{\"stringValue\":"
+        "\"main.(*UserRepository).findByEmail > main.(*Cache).get > sync.(*Mutex).Unlock\"}}]},"
+        "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"0000000000000002\","
+        "\"name\":\"hashAll\",\"startTimeUnixNano\":\"1000000000\","
+        "\"endTimeUnixNano\":\"1600000000\",\"attributes\":["
+        "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"span\"}},"
+        "{\"key\":\"profile.top_functions\",\"value\":{\"arrayValue\":{\"values\":["
+        "{\"stringValue\":\"main.hashAll 100% (in crypto/sha256)\"}]}}},"
+        "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":"
+        "\"main.hashAll > crypto/sha256.(*digest).Write\"}}]},"
+        "{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":\"0000000000000003\","
+        "\"name\":\"GET /twins\",\"startTimeUnixNano\":\"1000000000\","
+        "\"endTimeUnixNano\":\"1600000000\",\"attributes\":["
+        "{\"key\":\"profile.match\",\"value\":{\"stringValue\":\"span\"}},"
+        "{\"key\":\"profile.top_functions\",\"value\":{\"arrayValue\":{\"values\":["
+        "{\"stringValue\":\"./a.js:flush:10 60%\"},{\"stringValue\":\"./b.js:flush:20 30%\"}]}}},"
+        "{\"key\":\"profile.hot_path\",\"value\":{\"stringValue\":"
+        "\"./main.js:handle:1 > ./a.js:flush:10\"}}]}"
+        "]}]}]}";
+    assert_int_equal(hs_exporter_debug.consume_traces(fx->c, json_batch(json, 1, 3)), 0);
+    assert_string_equal(output(fx),
+                        "user-db  UserRepository.findByEmail  600 ms \u2014 3% on CPU; 100% "
+                        "findByEmail > decode; off CPU (mutex): 100% findByEmail > get (in sync)  "
+                        "trace=5b8efff798038103d269b633813fc60c\n"
+                        "user-db  hashAll  600 ms \u2014 100% hashAll (in crypto/sha256)  "
+                        "trace=5b8efff798038103d269b633813fc60c\n"
+                        "user-db  GET /twins  600 ms \u2014 60% ./a.js:flush:10  "
+                        "trace=5b8efff798038103d269b633813fc60c\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +509,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_detailed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_fallbacks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_offcpu_and_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_profiles_basic, setup, teardown),

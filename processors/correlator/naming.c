@@ -1,0 +1,100 @@
+/* naming.c: what the correlator calls things: the kind of a profile type (cpu, wall, mutex,
+ * ...), which of a profile's columns it indexes, and the short names functions are displayed
+ * by (attributes carry the names as the profiler wrote them). */
+#include <string.h>
+
+#include "pdata/profiles.h"
+#include "processors/correlator/correlator_int.h"
+
+/* What the type measures, from its sample type and the profile name in its id (Pyroscope's
+ * `mutex`/`block`; both say "contentions"/"delay"), as wire.md §5.3 names them. */
+enum corr_kind corr_type_kind(const char *id, const char *type)
+{
+    if (strcmp(type, "cpu") == 0)
+        return CORR_KIND_CPU;
+    if (strcmp(type, "wall") == 0)
+        return CORR_KIND_WALL;
+    if (strncmp(type, "goroutine", 9) == 0)
+        return CORR_KIND_GOROUTINES;
+    if (strncmp(id, "block", 5) == 0 || strncmp(type, "block", 5) == 0)
+        return CORR_KIND_BLOCK;
+    if (strncmp(id, "mutex", 5) == 0 || strncmp(type, "mutex", 5) == 0 ||
+        strcmp(type, "delay") == 0 || strcmp(type, "contentions") == 0)
+        return CORR_KIND_MUTEX;
+    if (strstr(type, "alloc_") || strstr(type, "inuse_") || strstr(type, "space") ||
+        strstr(type, "objects"))
+        return CORR_KIND_ALLOC;
+    return CORR_KIND_OTHER;
+}
+
+/* The columns of a profile the index reads: "cpu" and "wall" (a Node wall profile carries
+ * both) as two types; otherwise one: alloc_space (a Go heap profile: what was allocated in the
+ * window, not what is live), else the summary's main column. Returns their count. */
+uint32_t corr_index_columns(const struct hs_profile_summary *sum, uint32_t cols[2])
+{
+    uint32_t n = 0, cpu = UINT32_MAX, wall = UINT32_MAX, alloc = UINT32_MAX;
+    for (uint32_t t = 0; t < sum->ntypes; t++) {
+        if (strcmp(sum->types[t], "cpu") == 0 && cpu == UINT32_MAX)
+            cpu = t;
+        else if (strcmp(sum->types[t], "wall") == 0 && wall == UINT32_MAX)
+            wall = t;
+        else if (strcmp(sum->types[t], "alloc_space") == 0 && alloc == UINT32_MAX)
+            alloc = t;
+    }
+    if (cpu != UINT32_MAX)
+        cols[n++] = cpu;
+    if (wall != UINT32_MAX)
+        cols[n++] = wall;
+    if (n == 0)
+        cols[n++] = alloc != UINT32_MAX ? alloc : sum->main_type;
+    return n;
+}
+
+static bool all_digits(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+/* The name people call a function by, so span names can find it and annotations read well:
+ *   Node  "./app.js:findByEmail:54"              -> "findByEmail"   (file:name:line)
+ *   Node  "./app.js:(anonymous:L#51:C#51):51"    -> "(anonymous:L#51:C#51)"
+ *   Go    "main.(*UserRepository).findByEmail"   -> "UserRepository.findByEmail"
+ *   Go    "github.com/x/pg.(*Client).query"      -> "Client.query"
+ *   Go    "encoding/json.Marshal"                -> "json.Marshal"
+ * Anything else (Java, Python, C) is kept as it is. */
+size_t corr_display_name(const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    const char *last = memrchr(name, ':', n);
+    if (last && all_digits(last + 1, n - (size_t)(last - name) - 1)) {
+        /* an anonymous function's name has colons of its own: "(anonymous:L#51:C#51)" */
+        const char *anon = memmem(name, (size_t)(last - name), "(anonymous", 10);
+        const char *first = anon ? anon - 1 : memrchr(name, ':', (size_t)(last - name));
+        if (first && first + 1 < last) {
+            size_t len = HS_MIN((size_t)(last - first - 1), cap - 1);
+            memcpy(out, first + 1, len);
+            out[len] = '\0';
+            return len;
+        }
+    }
+    const char *recv = strstr(name, ".(");
+    size_t len = 0;
+    if (recv) { /* Go method: drop the package, the parentheses and the '*' */
+        for (const char *s = recv + 2; *s && len + 1 < cap; s++)
+            if (*s != '(' && *s != ')' && *s != '*')
+                out[len++] = *s;
+    } else {
+        /* Go import path: "encoding/json.Marshal" -> "json.Marshal" */
+        const char *slash = memrchr(name, '/', n);
+        const char *start = slash && strchr(slash, '.') ? slash + 1 : name;
+        len = HS_MIN(n - (size_t)(start - name), cap - 1);
+        memcpy(out, start, len);
+    }
+    out[len] = '\0';
+    return len;
+}

@@ -1,0 +1,127 @@
+/* seen.c: when each (tenant, service) was first seen in spans, so a slow span of a service
+ * whose first profile is still to come waits for it (cold start), and one of a service that has
+ * shown for first_profile_wait without profiles does not. Bounded, least recently seen out first
+ * (counted); a service silent for `retention` is forgotten, so an app back after a pause is new. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "processors/correlator/correlator_int.h"
+
+struct corr_seen_entry {
+    struct corr_seen_entry *hnext, *lprev, *lnext;
+    uint64_t hash;
+    uint64_t first_ms, last_ms;
+    uint32_t keylen;
+    char key[]; /* tenant '\0' service */
+};
+
+static uint64_t seen_hash(struct hs_str t, struct hs_str s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < t.len; i++)
+        h = (h ^ (uint8_t)t.ptr[i]) * 0x100000001b3ULL;
+    h = (h ^ 0xff) * 0x100000001b3ULL;
+    for (size_t i = 0; i < s.len; i++)
+        h = (h ^ (uint8_t)s.ptr[i]) * 0x100000001b3ULL;
+    return h ^ (h >> 31);
+}
+
+static void lru_unlink(struct corr_seen *t, struct corr_seen_entry *e)
+{
+    if (e->lprev)
+        e->lprev->lnext = e->lnext;
+    else
+        t->lru_head = e->lnext;
+    if (e->lnext)
+        e->lnext->lprev = e->lprev;
+    else
+        t->lru_tail = e->lprev;
+    e->lprev = e->lnext = NULL;
+}
+
+static void lru_front(struct corr_seen *t, struct corr_seen_entry *e)
+{
+    e->lnext = t->lru_head;
+    e->lprev = NULL;
+    if (t->lru_head)
+        t->lru_head->lprev = e;
+    t->lru_head = e;
+    if (!t->lru_tail)
+        t->lru_tail = e;
+}
+
+void corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted)
+{
+    memset(t, 0, sizeof(*t));
+    t->cap = cap ? cap : 1;
+    t->mask = 255;
+    while (t->mask + 1 < (size_t)t->cap && t->mask < (1u << 20) - 1)
+        t->mask = t->mask * 2 + 1;
+    t->table = hs_xcalloc(t->mask + 1, sizeof(*t->table));
+    t->bytes = (t->mask + 1) * sizeof(*t->table);
+    t->evicted = evicted;
+}
+
+void corr_seen_free(struct corr_seen *t)
+{
+    for (struct corr_seen_entry *e = t->lru_head, *nx; e; e = nx) {
+        nx = e->lnext;
+        free(e);
+    }
+    free(t->table);
+    memset(t, 0, sizeof(*t));
+}
+
+static void seen_remove(struct corr_seen *t, struct corr_seen_entry *e)
+{
+    struct corr_seen_entry **pp = &t->table[e->hash & t->mask];
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    lru_unlink(t, e);
+    t->count--;
+    t->bytes -= sizeof(*e) + e->keylen;
+    free(e);
+}
+
+uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
+                         uint64_t now_ms)
+{
+    uint64_t h = seen_hash(tenant, service);
+    size_t keylen = tenant.len + 1 + service.len;
+    for (struct corr_seen_entry *e = t->table[h & t->mask]; e; e = e->hnext) {
+        if (e->hash != h || e->keylen != keylen || memcmp(e->key, tenant.ptr, tenant.len) != 0 ||
+            e->key[tenant.len] != '\0' ||
+            memcmp(e->key + tenant.len + 1, service.ptr, service.len) != 0)
+            continue;
+        e->last_ms = now_ms;
+        if (t->lru_head != e) {
+            lru_unlink(t, e);
+            lru_front(t, e);
+        }
+        return e->first_ms;
+    }
+    while (t->count >= t->cap && t->lru_tail) {
+        seen_remove(t, t->lru_tail);
+        hs_counter_add(*t->evicted, 1);
+    }
+    struct corr_seen_entry *e = hs_xmalloc(sizeof(*e) + keylen);
+    e->hash = h;
+    e->first_ms = e->last_ms = now_ms;
+    e->keylen = (uint32_t)keylen;
+    memcpy(e->key, tenant.ptr, tenant.len);
+    e->key[tenant.len] = '\0';
+    memcpy(e->key + tenant.len + 1, service.ptr, service.len);
+    e->hnext = t->table[h & t->mask];
+    t->table[h & t->mask] = e;
+    lru_front(t, e);
+    t->count++;
+    t->bytes += sizeof(*e) + keylen;
+    return now_ms;
+}
+
+void corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms)
+{
+    while (t->lru_tail && t->lru_tail->last_ms + idle_ms < now_ms)
+        seen_remove(t, t->lru_tail);
+}
