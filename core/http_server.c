@@ -38,7 +38,7 @@ const struct hs_config_field hs_http_server_fields_common[] = {
      offsetof(struct hs_http_server_config, max_connections_per_client), "0", .min = 0,
      .max = 65536,
      .doc = "open connections from one client address (IPv6: one /64); more are closed at once; "
-            "0 = half of max_connections"},
+            "0 = half of max_connections; max_connections = no cap"},
     {"busy_timeout", HS_CFG_DURATION, offsetof(struct hs_http_server_config, busy_timeout_ms), "5s",
      .min = 1, .max = 3600000,
      .doc = "once 3/4 of max_connections are open: the longest wait for a request's headers "

@@ -743,6 +743,36 @@ static void test_reclaim_idle_at_max(void **state)
     assert_int_equal(refused(f, "max_connections"), 0);
 }
 
+/* A cap of max_connections is none: one address fills the listener, and at the limit its
+ * newcomer takes the slot of its connection idle longest. */
+static void client_per_client_off(struct fix *f)
+{
+    struct cconn a, b, c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &a, 0));
+    CHECK(f, exchange(&a, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    free(r.body);
+    CHECK(f, cconnect(f->port, &b, 0) && cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/c "));
+    free(r.body);
+    CHECK(f, ceof(&a));
+    cclose(&a);
+    cclose(&b);
+    cclose(&c);
+}
+
+static void test_max_connections_per_client_off(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_connections = 2;
+    f->conf.max_connections_per_client = 2;
+    f->conf.busy_timeout_ms = 60000;
+    run(f, client_per_client_off);
+    assert_int_equal(refused(f, "max_connections_per_client"), 0);
+    assert_int_equal(refused(f, NULL), 1);
+}
+
 /* 127.0.0.1 holds its two; its third is closed at once, while 127.0.0.2 gets in. */
 static void client_per_client(struct fix *f)
 {
@@ -1266,6 +1296,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reclaim_idle_at_max, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_connections_per_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_connections_per_client_default, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_connections_per_client_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_cuts_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_limit_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_connections, setup, teardown),
