@@ -263,8 +263,9 @@ static bool reclaim(struct hs_http_server *s, const struct hs_http_conn *newcome
 
 enum hs_http_refusal hs_http_server_admit(struct hs_http_server *s, struct hs_http_conn *c)
 {
+    /* a cap of max_connections is none: the listener's own limit (and its reclaim) decides */
     struct hs_http_peer *p = peer_find(&s->peers, c->peer_key, false);
-    if (p && p->count >= per_client(s))
+    if (p && per_client(s) < s->conf.max_connections && p->count >= per_client(s))
         return refuse(s, c, HS_HTTP_REFUSE_PER_CLIENT);
     bool full = s->nlive >= s->conf.max_connections;
     bool no_fds = shares_fds(s) && fds.open >= fds.share;
