@@ -35,7 +35,8 @@ static size_t peer_hash(const struct hs_http_peers *p, const uint8_t key[16])
     return (size_t)mix(mix(a ^ p->seed) ^ b);
 }
 
-static struct hs_http_peer *peer_slot(struct hs_http_peers *p, const uint8_t key[16])
+/* Where key is, or the empty slot where it would go. */
+static struct hs_http_peer *peer_slot(const struct hs_http_peers *p, const uint8_t key[16])
 {
     size_t mask = p->cap - 1;
     for (size_t i = peer_hash(p, key) & mask;; i = (i + 1) & mask)
@@ -56,27 +57,30 @@ static void peers_grow(struct hs_http_peers *p)
     free(old.slots);
 }
 
-/* The entry of `key`; NULL when absent, unless `add`: then a new one at count 0. */
-static struct hs_http_peer *peer_find(struct hs_http_peers *p, const uint8_t key[16], bool add)
+uint32_t hs_http_peers_count(const struct hs_http_peers *p, const uint8_t key[16])
 {
-    if (add && (p->used + 1) * 2 > p->cap)
-        peers_grow(p); /* at most half full: probes stay short */
-    if (!p->cap)
-        return NULL;
-    struct hs_http_peer *e = peer_slot(p, key);
-    if (e->count)
-        return e;
-    if (!add)
-        return NULL;
-    memcpy(e->key, key, 16);
-    p->used++;
-    return e;
+    return p->cap ? peer_slot(p, key)->count : 0;
 }
 
-/* Linear probing's deletion without tombstones: later entries of the run move back into the
- * hole unless their home slot lies cyclically after it. */
-static void peer_remove(struct hs_http_peers *p, struct hs_http_peer *e)
+void hs_http_peers_add(struct hs_http_peers *p, const uint8_t key[16])
 {
+    if ((p->used + 1) * 2 > p->cap)
+        peers_grow(p); /* at most half full: probes stay short */
+    struct hs_http_peer *e = peer_slot(p, key);
+    if (!e->count) {
+        memcpy(e->key, key, 16);
+        p->used++;
+    }
+    e->count++;
+}
+
+/* At 0 the entry goes, by linear probing's deletion without tombstones: later entries of the
+ * run move back into the hole unless their home slot lies cyclically after it. */
+void hs_http_peers_del(struct hs_http_peers *p, const uint8_t key[16])
+{
+    struct hs_http_peer *e = p->cap ? peer_slot(p, key) : NULL;
+    if (!e || !e->count || --e->count)
+        return;
     size_t mask = p->cap - 1, hole = (size_t)(e - p->slots);
     for (size_t j = (hole + 1) & mask; p->slots[j].count; j = (j + 1) & mask) {
         size_t home = peer_hash(p, p->slots[j].key) & mask;
@@ -264,15 +268,14 @@ static bool reclaim(struct hs_http_server *s, const struct hs_http_conn *newcome
 enum hs_http_refusal hs_http_server_admit(struct hs_http_server *s, struct hs_http_conn *c)
 {
     /* a cap of max_connections is none: the listener's own limit (and its reclaim) decides */
-    struct hs_http_peer *p = peer_find(&s->peers, c->peer_key, false);
-    if (p && per_client(s) < s->conf.max_connections && p->count >= per_client(s))
+    if (per_client(s) < s->conf.max_connections &&
+        hs_http_peers_count(&s->peers, c->peer_key) >= per_client(s))
         return refuse(s, c, HS_HTTP_REFUSE_PER_CLIENT);
     bool full = s->nlive >= s->conf.max_connections;
     bool no_fds = shares_fds(s) && fds.open >= fds.share;
     if ((full || no_fds) && !reclaim(s, c))
         return refuse(s, c, full ? HS_HTTP_REFUSE_MAX : HS_HTTP_REFUSE_FILE_LIMIT);
-    p = peer_find(&s->peers, c->peer_key, true); /* again: reclaim may have moved entries */
-    p->count++;
+    hs_http_peers_add(&s->peers, c->peer_key);
     s->nlive++;
     c->slotted = true;
     if ((c->fd_counted = shares_fds(s)))
@@ -288,9 +291,7 @@ void hs_http_server_unslot(struct hs_http_conn *c)
     if (!c->slotted)
         return;
     c->slotted = false;
-    struct hs_http_peer *p = peer_find(&s->peers, c->peer_key, false);
-    if (p && --p->count == 0)
-        peer_remove(&s->peers, p);
+    hs_http_peers_del(&s->peers, c->peer_key);
     s->nlive--;
     if (c->fd_counted)
         fds.open--;

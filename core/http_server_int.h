@@ -168,6 +168,10 @@ void hs_http_server_unslot(struct hs_http_conn *c);
  * configured read_timeout and idle_timeout, or busy_timeout when shorter and s is busy. */
 uint64_t hs_http_server_header_ms(const struct hs_http_server *s);
 uint64_t hs_http_server_idle_ms(const struct hs_http_server *s);
+/* Connections from key's address: how many, one more, one fewer. */
+uint32_t hs_http_peers_count(const struct hs_http_peers *p, const uint8_t key[16]);
+void hs_http_peers_add(struct hs_http_peers *p, const uint8_t key[16]);
+void hs_http_peers_del(struct hs_http_peers *p, const uint8_t key[16]);
 void hs_http_peers_free(struct hs_http_peers *p);
 /* A listener's max_connections joins (on) or leaves the sum checked against the file limit. */
 void hs_http_server_declare(const struct hs_http_server *s, bool on);

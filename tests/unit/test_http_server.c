@@ -1262,6 +1262,73 @@ static void test_config_rows(void **state)
     hs_config_doc_free(&doc);
 }
 
+/* The per-address table against a plain array: 200k adds and deletes over `nkeys` addresses,
+ * so that runs grow, wrap past the table's end and are cut by deletions (backward shift). */
+static void peer_table_run(int nkeys)
+{
+    static uint8_t keys[300][16];
+    static uint32_t want[300];
+    struct hs_http_peers t = {0};
+    memset(want, 0, sizeof(want));
+    for (int i = 0; i < nkeys; i++)
+        for (int b = 0; b < 16; b++)
+            keys[i][b] = (uint8_t)rand();
+    for (int op = 0; op < 200000; op++) {
+        int k = rand() % nkeys;
+        if (rand() % 2) {
+            hs_http_peers_add(&t, keys[k]);
+            want[k]++;
+        } else {
+            hs_http_peers_del(&t, keys[k]); /* one not there is left alone */
+            want[k] -= want[k] > 0;
+        }
+        if (op % 64 == 0) {
+            size_t used = 0;
+            for (int i = 0; i < nkeys; i++) {
+                assert_int_equal(hs_http_peers_count(&t, keys[i]), want[i]);
+                used += want[i] > 0;
+            }
+            assert_int_equal(t.used, used);
+        }
+    }
+    for (int i = 0; i < nkeys; i++)
+        while (want[i]--)
+            hs_http_peers_del(&t, keys[i]);
+    assert_int_equal(t.used, 0);
+    for (size_t i = 0; i < t.cap; i++)
+        assert_int_equal(t.slots[i].count, 0);
+    hs_http_peers_free(&t);
+}
+
+static void test_peer_table(void **state)
+{
+    srand(7);
+    peer_table_run(300);
+    peer_table_run(15); /* at most half full: 15 keep it at 32 slots, where runs wrap often */
+}
+
+/* IPv4 and its mapped IPv6 form are one client; an IPv6 client is its /64. */
+static void test_peer_keys(void **state)
+{
+    struct sockaddr_in v4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 m = {.sin6_family = AF_INET6}, a = m, b = m, other = m;
+    inet_pton(AF_INET, "192.0.2.7", &v4.sin_addr);
+    inet_pton(AF_INET6, "::ffff:192.0.2.7", &m.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:1:2::1", &a.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:1:2:ffff::9", &b.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:1:3::1", &other.sin6_addr);
+    uint8_t k4[16], km[16], ka[16], kb[16], ko[16];
+    hs_http_peer_key((struct sockaddr *)&v4, k4);
+    hs_http_peer_key((struct sockaddr *)&m, km);
+    hs_http_peer_key((struct sockaddr *)&a, ka);
+    hs_http_peer_key((struct sockaddr *)&b, kb);
+    hs_http_peer_key((struct sockaddr *)&other, ko);
+    assert_memory_equal(k4, km, 16);
+    assert_memory_equal(ka, kb, 16);
+    assert_memory_not_equal(ka, ko, 16);
+    assert_memory_not_equal(k4, ka, 16);
+}
+
 static void test_reasons(void **state)
 {
     assert_string_equal(hs_http_reason(200), "OK");
@@ -1311,6 +1378,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
         cmocka_unit_test(test_config_rows),
         cmocka_unit_test(test_reasons),
+        cmocka_unit_test(test_peer_table),
+        cmocka_unit_test(test_peer_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
