@@ -177,6 +177,14 @@ void hs_http_peers_free(struct hs_http_peers *p);
 void hs_http_server_declare(const struct hs_http_server *s, bool on);
 /* The key of a peer address (its /64 for IPv6 outside ::ffff:0:0/96). */
 void hs_http_peer_key(const struct sockaddr *sa, uint8_t key[16]);
+/* The connection has nothing in progress (on) or has (off): idle ones join the end of the
+ * server's idle list, and the one idle longest may be closed for a newcomer. */
+void hs_http_conn_idle(struct hs_http_conn *c, bool on);
+/* The server turned busy: a connection waiting for headers or between requests gets at most
+ * busy_timeout more. */
+void hs_http_conn_busy(struct hs_http_conn *c);
+/* Closes an idle connection to free its slot (HTTP/2: GOAWAY first). */
+void hs_http_conn_reclaim(struct hs_http_conn *c);
 
 /* Counts an answer by its status class (both protocols call it once per response). */
 void hs_http_server_count_response(struct hs_http_server *s, int status);
@@ -198,14 +206,6 @@ void hs_http_conn_end(struct hs_http_conn *c);
 void hs_http_conn_close(struct hs_http_conn *c);
 /* Start or stop reading the transport. */
 void hs_http_conn_read(struct hs_http_conn *c, bool on);
-/* The connection has nothing in progress (on) or has (off): idle ones join the end of the
- * server's idle list, and the one idle longest may be closed for a newcomer. */
-void hs_http_conn_idle(struct hs_http_conn *c, bool on);
-/* The server turned busy: a connection waiting for headers or between requests gets at most
- * busy_timeout more. */
-void hs_http_conn_busy(struct hs_http_conn *c);
-/* Closes an idle connection to free its slot (HTTP/2: GOAWAY first). */
-void hs_http_conn_reclaim(struct hs_http_conn *c);
 /* (Re)arms the connection's one timer; 0 ms stops it. */
 void hs_http_conn_timer(struct hs_http_conn *c, uint64_t ms, uv_timer_cb cb);
 
