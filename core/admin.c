@@ -244,12 +244,20 @@ int hs_admin_start(uv_loop_t *loop, const char *endpoint, const struct hs_tls_se
     hs_config_decode(hs_http_server_fields_common, NULL, &a->conf, "service.telemetry", err);
     a->conf.endpoint = hs_xstrdup(endpoint);
     a->conf.max_request_body_size = 4096;
+    /* its own budget: probes, a Prometheus scrape and a browser on /ui need a handful (half
+     * of them from one address), and they come out of the descriptors the receivers cannot
+     * take (fd_reserve below), so /healthz/live answers while the receivers are full */
+    a->conf.max_connections = 64;
     if (tls) { /* borrowed for the call: the server keeps copies of what it needs */
         a->conf.tls_enabled = true;
         a->conf.tls = *tls;
     }
-    const struct hs_http_server_opts opts = {
-        .config = &a->conf, .name = "admin", .handler = admin_handle, .ud = a, .metrics = metrics};
+    const struct hs_http_server_opts opts = {.config = &a->conf,
+                                             .name = "admin",
+                                             .handler = admin_handle,
+                                             .ud = a,
+                                             .metrics = metrics,
+                                             .fd_reserve = true};
     int rc = hs_http_server_start(loop, &opts, &a->server, err);
     a->conf.tls_enabled = false;
     a->conf.tls = (struct hs_tls_server_config){0};

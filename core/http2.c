@@ -68,6 +68,7 @@ static void on_h2_idle(uv_timer_t *t)
     hs_log_debug(c->srv->name, "%s: HTTP/2 idle for idle_timeout, GOAWAY", c->peer);
     nghttp2_session_terminate_session(c->h2->session, NGHTTP2_NO_ERROR);
     c->h2->goaway = true;
+    hs_http_conn_idle(c, false);
     h2_flush(c->h2);
 }
 
@@ -89,7 +90,9 @@ static void on_h2_read_timeout(uv_timer_t *t)
     h2_arm(c->h2);
 }
 
-/* One timer per connection: read_timeout while a request is arriving, else idle_timeout. */
+/* One timer per connection: read_timeout while a request is arriving, else idle_timeout (or
+ * busy_timeout: hs_http_server_idle_ms). Without streams the connection is idle: the server may
+ * close it for a newcomer. */
 static void h2_arm(struct hs_http2 *h)
 {
     struct hs_http_conn *c = h->c;
@@ -99,9 +102,10 @@ static void h2_arm(struct hs_http2 *h)
     if (arriving)
         hs_http_conn_timer(c, c->srv->conf.read_timeout_ms, on_h2_read_timeout);
     else if (!h->streams)
-        hs_http_conn_timer(c, c->srv->conf.idle_timeout_ms, on_h2_idle);
+        hs_http_conn_timer(c, hs_http_server_idle_ms(c->srv), on_h2_idle);
     else
         hs_http_conn_timer(c, 0, NULL); /* answers being written */
+    hs_http_conn_idle(c, !h->streams && !h->goaway);
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -688,6 +692,7 @@ int hs_http2_start(struct hs_http_conn *c, const uint8_t *data, size_t len)
     }
     c->h2 = h;
     c->state = HS_HTTP_CONN_IDLE;
+    h2_arm(h); /* idle_timeout from the preface on: a client that opens no stream is idle */
     hs_log_debug(c->srv->name, "%s: HTTP/2 (%s)", c->peer,
                  c->tls ? "h2 by ALPN over TLS" : "prior knowledge");
     if (c->srv->closing) {
@@ -726,10 +731,20 @@ void hs_http2_server_closing(struct hs_http_conn *c)
     if (h->goaway)
         return;
     h->goaway = true;
+    hs_http_conn_idle(c, false);
     /* streams the client has begun are finished; newer ones it must retry elsewhere */
     nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE,
                           nghttp2_session_get_last_proc_stream_id(h->session), NGHTTP2_NO_ERROR,
                           NULL, 0);
+    h2_flush(h);
+}
+
+void hs_http2_reclaim(struct hs_http_conn *c)
+{
+    struct hs_http2 *h = c->h2;
+    h->goaway = true;
+    /* no stream is open: the client may retry anything on a new connection */
+    nghttp2_session_terminate_session(h->session, NGHTTP2_NO_ERROR);
     h2_flush(h);
 }
 

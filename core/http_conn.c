@@ -26,6 +26,7 @@ static void conn_arm(struct hs_http_conn *c, uint64_t ms, uv_timer_cb cb)
 {
     if (c->closing)
         return;
+    c->timer_cb = ms ? cb : NULL;
     if (ms)
         uv_timer_start(&c->timer, cb, ms, 0);
     else
@@ -71,7 +72,9 @@ static void conn_close(struct hs_http_conn *c)
     if (c->closing)
         return;
     stop_parser(c);
+    hs_http_conn_idle(c, false);
     c->closing = true;
+    hs_http_server_unslot(c); /* uv_close closes the socket now: its slot is free */
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
@@ -253,6 +256,7 @@ static void conn_end(struct hs_http_conn *c)
     if (c->closing || c->state == HS_HTTP_CONN_DRAIN)
         return;
     stop_parser(c);
+    hs_http_conn_idle(c, false);
     c->state = HS_HTTP_CONN_DRAIN;
     c->write_paused = false;
     hs_buf_reset(&c->pending); /* not freed: the parser may be reading it right now */
@@ -308,6 +312,11 @@ static void conn_parse_error(struct hs_http_conn *c, enum http_errno e)
     char text[160];
     if (e == HPE_HEADER_OVERFLOW) {
         conn_fail(c, 431, "431 the request line and headers are larger than max_header_size\n");
+        return;
+    }
+    /* http_parser reports a chunk size past 2^64 as a bad Content-Length: say what it was */
+    if (e == HPE_INVALID_CONTENT_LENGTH && c->headers_done && (c->parser.flags & F_CHUNKED)) {
+        conn_fail(c, 400, "400 bad request: invalid chunk size: larger than 2^64-1\n");
         return;
     }
     snprintf(text, sizeof(text), "400 bad request: %s\n", http_errno_description(e));
@@ -393,6 +402,7 @@ static void conn_input(struct hs_http_conn *c, const char *data, size_t len)
         hs_http2_recv(c, (const uint8_t *)data, len);
         return;
     }
+    hs_http_conn_idle(c, false); /* a request (or the HTTP/2 preface) is arriving */
     if (!c->proto_known && !detect_protocol(c, &data, &len))
         return;
     if (c->pending.len) { /* parsing waits for unread responses: keep the bytes in order */
@@ -429,9 +439,11 @@ static void conn_tls_plaintext(struct hs_http_conn *c)
 /* The handshake is done: the protocol comes from ALPN ("h2"), else from the first bytes. */
 static bool conn_tls_established(struct hs_http_conn *c)
 {
-    conn_arm(c, c->srv->conf.idle_timeout_ms, on_idle_timer);
-    if (!hs_tls_conn_alpn_h2(c->tls))
+    conn_arm(c, hs_http_server_idle_ms(c->srv), on_idle_timer);
+    if (!hs_tls_conn_alpn_h2(c->tls)) {
+        hs_http_conn_idle(c, true);
         return true;
+    }
     c->proto_known = true;
     if (hs_http2_start(c, NULL, 0) != 0) {
         conn_close(c);
@@ -512,6 +524,8 @@ static bool detect_protocol(struct hs_http_conn *c, const char **data, size_t *l
     memcpy(c->first + c->first_len, *data, take);
     if (memcmp(c->first, preface, c->first_len + take) == 0) {
         if (c->first_len + take < HS_HTTP2_PREFACE_LEN) {
+            if (!c->first_len) /* the rest has the time of a request's headers */
+                conn_arm(c, hs_http_server_header_ms(c->srv), on_idle_timer);
             c->first_len += take; /* so far the preface: wait for the rest */
             return false;
         }
@@ -552,9 +566,11 @@ static int on_message_begin(http_parser *p)
     hs_buf_reset(&c->body);
     c->url_len = c->head_bytes = c->nfields = 0;
     c->last_piece = PIECE_NONE;
-    c->responded = c->end_after = c->answered_early = false;
+    c->responded = c->end_after = c->answered_early = c->headers_done = false;
     c->state = HS_HTTP_CONN_REQUEST;
-    conn_arm(c, c->srv->conf.read_timeout_ms, on_read_timer);
+    hs_http_conn_idle(c, false);
+    c->since_ms = uv_now(c->srv->loop);
+    conn_arm(c, hs_http_server_header_ms(c->srv), on_read_timer);
     return 0;
 }
 
@@ -580,6 +596,13 @@ static int head_add(struct hs_http_conn *c, enum piece kind, const char *at, siz
 {
     if (c->stop)
         return 0;
+    if (kind == PIECE_FIELD && (memchr(at, ' ', len) || memchr(at, '\t', len))) {
+        /* http_parser takes "Content-Length : 10" for a Content-Length; RFC 9112 §5.1: 400 */
+        conn_fail(c, 400,
+                  "400 bad request: whitespace in a header field name (none is allowed "
+                  "before the colon)\n");
+        return 0;
+    }
     bool fresh = (int)kind != c->last_piece;
     c->head_bytes += len + (fresh ? 2 : 0); /* ": " or CRLF */
     int rc = 0;
@@ -650,6 +673,12 @@ static int on_headers_complete(http_parser *p)
     struct hs_http_conn *c = p->data;
     if (c->stop)
         return 0;
+    /* the headers' wait may have been cut to busy_timeout: the body gets what read_timeout
+     * has left */
+    c->headers_done = true;
+    uint64_t rt = c->srv->conf.read_timeout_ms, spent = uv_now(c->srv->loop) - c->since_ms;
+    if (rt)
+        conn_arm(c, rt > spent ? rt - spent : 1, on_read_timer);
     uint64_t max = c->srv->conf.max_request_body_size;
     bool has_length = p->flags & F_CONTENTLENGTH;
     bool has_body = (p->flags & F_CHUNKED) || (has_length && p->content_length > 0);
@@ -824,7 +853,8 @@ static int on_message_complete(http_parser *p)
         hs_buf_free(&c->body);
     if (c->head.cap > ((size_t)64 << 10))
         hs_buf_free(&c->head);
-    conn_arm(c, c->srv->conf.idle_timeout_ms, on_idle_timer);
+    hs_http_conn_idle(c, true);
+    conn_arm(c, hs_http_server_idle_ms(c->srv), on_idle_timer);
     if (c->write_pending > HS_HTTP_WRITE_HIGH) {
         /* the client does not read: neither do we, so it cannot grow our memory */
         c->write_paused = true;
@@ -854,6 +884,7 @@ static void peer_name(struct hs_http_conn *c)
     snprintf(c->peer, sizeof(c->peer), "?");
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0)
         return;
+    hs_http_peer_key((const struct sockaddr *)&ss, c->peer_key);
     if (ss.ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
         uv_ip6_name(a, ip, sizeof(ip));
@@ -865,6 +896,15 @@ static void peer_name(struct hs_http_conn *c)
     }
 }
 
+static void on_refused_closed(uv_handle_t *h)
+{
+    struct hs_http_conn *c = h->data;
+    struct hs_http_server *s = c->srv;
+    free(c);
+    s->nrejects--;
+    hs_http_server_maybe_done(s);
+}
+
 void hs_http_conn_accept(struct hs_http_server *s)
 {
     struct hs_http_conn *c = hs_xcalloc(1, sizeof(*c));
@@ -873,8 +913,20 @@ void hs_http_conn_accept(struct hs_http_server *s)
         free(c);
         return;
     }
+    c->tcp.data = c;
+    /* accepted either way, so a refused client learns at once, not by a timeout */
+    bool ok = uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) == 0;
+    if (ok) {
+        peer_name(c);
+        ok = hs_http_server_admit(s, c) == HS_HTTP_ADMITTED;
+    }
+    if (!ok) {
+        s->nrejects++;
+        uv_close((uv_handle_t *)&c->tcp, on_refused_closed);
+        return;
+    }
     uv_timer_init(s->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
+    c->timer.data = c;
     c->open_handles = 2;
     c->next = s->conns;
     if (s->conns)
@@ -883,11 +935,6 @@ void hs_http_conn_accept(struct hs_http_server *s)
     s->nconns++;
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) != 0) {
-        conn_close(c);
-        return;
-    }
-    peer_name(c);
     uv_tcp_nodelay(&c->tcp, 1);
     if (s->tls && !(c->tls = hs_tls_conn_new(s->tls))) {
         hs_log_error(s->name, "%s: out of memory for a TLS connection", c->peer);
@@ -896,10 +943,10 @@ void hs_http_conn_accept(struct hs_http_server *s)
     }
     conn_read(c, true);
     /* the handshake is bytes a slow client could dribble: it has read_timeout, as a request */
-    uint64_t first = s->conf.idle_timeout_ms;
-    if (c->tls && s->conf.read_timeout_ms && (!first || s->conf.read_timeout_ms < first))
-        first = s->conf.read_timeout_ms;
-    conn_arm(c, first, on_idle_timer);
+    uint64_t idle = hs_http_server_idle_ms(s), head = hs_http_server_header_ms(s);
+    if (!c->tls)
+        hs_http_conn_idle(c, true);
+    conn_arm(c, c->tls && head && (!idle || head < idle) ? head : idle, on_idle_timer);
 }
 
 void hs_http_conn_server_closing(struct hs_http_conn *c)

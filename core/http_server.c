@@ -32,7 +32,17 @@ const struct hs_config_field hs_http_server_fields_common[] = {
      .doc = "a keep-alive connection without a request for this long is closed"},
     {"max_connections", HS_CFG_UINT, offsetof(struct hs_http_server_config, max_connections),
      "1024", .min = 1, .max = 65536,
-     .doc = "open connections; more are accepted and closed at once"},
+     .doc = "open connections; at the limit the connection idle longest is closed for a new one, "
+            "or else the new one is closed at once"},
+    {"max_connections_per_client", HS_CFG_UINT,
+     offsetof(struct hs_http_server_config, max_connections_per_client), "0", .min = 0,
+     .max = 65536,
+     .doc = "open connections from one client address (IPv6: one /64); more are closed at once; "
+            "0 = half of max_connections; max_connections = no cap"},
+    {"busy_timeout", HS_CFG_DURATION, offsetof(struct hs_http_server_config, busy_timeout_ms), "5s",
+     .min = 1, .max = 3600000,
+     .doc = "once 3/4 of max_connections are open: the longest wait for a request's headers "
+            "and between requests, in place of read_timeout and idle_timeout"},
     {"max_header_size", HS_CFG_SIZE, offsetof(struct hs_http_server_config, max_header_size),
      "64KiB", .min = 1024, .max = 1 << 20,
      .doc = "bytes of the request line and headers; larger is a 431"},
@@ -195,9 +205,15 @@ static double gauge_open(void *ud)
     return (double)s->nconns;
 }
 
-/* Per listener: open connections, refusals at max_connections, responses by status class. */
+/* Per listener: open connections, refusals by reason, idle connections closed for newcomers,
+ * responses by status class. */
 static void server_metrics(struct hs_http_server *s, struct hs_metrics *m)
 {
+    static const char *const refusals[HS_HTTP_REFUSE_COUNT] = {
+        [HS_HTTP_REFUSE_MAX] = "max_connections",
+        [HS_HTTP_REFUSE_PER_CLIENT] = "max_connections_per_client",
+        [HS_HTTP_REFUSE_FILE_LIMIT] = "file_limit",
+    };
     if (!m)
         return;
     char labels[200];
@@ -206,9 +222,17 @@ static void server_metrics(struct hs_http_server *s, struct hs_metrics *m)
     hs_metrics_gauge(m, "http_server_connections_open", "Open client connections", labels,
                      gauge_open, s);
     char l2[260];
-    snprintf(l2, sizeof(l2), "%s,reason=\"max_connections\"", labels);
-    s->refused = hs_metrics_counter(m, "http_server_connections_refused_total",
-                                    "Connections closed at once: max_connections reached", l2);
+    for (int i = HS_HTTP_REFUSE_MAX; i < HS_HTTP_REFUSE_COUNT; i++) {
+        snprintf(l2, sizeof(l2), "%s,reason=\"%s\"", labels, refusals[i]);
+        s->refused[i] = hs_metrics_counter(
+            m, "http_server_connections_refused_total",
+            "Connections closed at once: max_connections open and none idle, "
+            "max_connections_per_client from the address, or the file limit's share used",
+            l2);
+    }
+    s->reclaimed =
+        hs_metrics_counter(m, "http_server_connections_reclaimed_total",
+                           "Idle connections closed to admit a new one at max_connections", labels);
     for (int i = 0; i < 5; i++) {
         snprintf(l2, sizeof(l2), "%s,code_class=\"%dxx\"", labels, i + 1);
         s->responses[i] = hs_metrics_counter(m, "http_server_responses_total",
@@ -226,6 +250,9 @@ void hs_http_server_count_response(struct hs_http_server *s, int status)
 
 static void server_free(struct hs_http_server *s)
 {
+    if (s->declared)
+        hs_http_server_declare(s, false);
+    hs_http_peers_free(&s->peers);
     if (s->metrics)
         hs_metrics_gauge_remove(s->metrics, s);
     if (fallback_owner == s)
@@ -241,36 +268,6 @@ static void on_failed_close(uv_handle_t *h)
     server_free(h->data);
 }
 
-static void on_reject_closed(uv_handle_t *h)
-{
-    struct hs_http_server *s = h->data;
-    free(h);
-    s->nrejects--;
-    hs_http_server_maybe_done(s);
-}
-
-/* Over max_connections: accept (so the client learns at once, not by a timeout) and close. */
-static void reject(struct hs_http_server *s)
-{
-    uv_tcp_t *t = hs_xmalloc(sizeof(*t));
-    if (uv_tcp_init(s->loop, t) != 0) {
-        free(t);
-        return;
-    }
-    t->data = s;
-    s->nrejects++;
-    if (s->refused)
-        hs_counter_add(s->refused, 1);
-    uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)t);
-    uv_close((uv_handle_t *)t, on_reject_closed);
-    uint32_t suppressed = 0;
-    if (hs_ratelimit_allow(&s->full_log, hs_now_ms(), &suppressed))
-        hs_log_warn(s->name,
-                    "connection refused: max_connections (%u) reached (%u more refused "
-                    "since the last line)",
-                    s->conf.max_connections, suppressed);
-}
-
 static void on_connection(uv_stream_t *listener, int status)
 {
     struct hs_http_server *s = listener->data;
@@ -280,11 +277,7 @@ static void on_connection(uv_stream_t *listener, int status)
             hs_log_warn(s->name, "accept failed: %s", uv_strerror(status));
         return;
     }
-    if (s->closing)
-        return;
-    if (s->nconns >= s->conf.max_connections)
-        reject(s);
-    else
+    if (!s->closing)
         hs_http_conn_accept(s);
 }
 
@@ -303,6 +296,8 @@ static void apply_config(struct hs_http_server *s, const struct hs_http_server_c
         s->conf.max_header_size = 64u << 10;
     if (!s->conf.max_concurrent_streams)
         s->conf.max_concurrent_streams = 100;
+    s->conf.max_connections_per_client =
+        HS_MIN(s->conf.max_connections_per_client, s->conf.max_connections);
 }
 
 int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts,
@@ -349,7 +344,9 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
     s->on_too_large = opts->on_too_large;
     s->ud = opts->ud;
     s->versions = opts->versions;
+    s->fd_reserve = opts->fd_reserve;
     s->full_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);
+    s->busy_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);
     apply_config(s, cf);
     server_metrics(s, opts->metrics);
     if ((rc = uv_tcp_init(loop, &s->listener)) != 0) {
@@ -368,6 +365,8 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
         goto fail;
     }
     log_listening(s);
+    hs_http_server_declare(s, true);
+    s->declared = true;
     if (s->tls)
         hs_log_info(s->name, "TLS on port %d (%s%s)", s->port, cf->tls.cert_file,
                     cf->tls.client_ca_file ? ", client certificates required" : "");

@@ -1,6 +1,7 @@
 /* http_server.h: an HTTP/1.1 and HTTP/2 (h2c with prior knowledge, or h2 by ALPN over TLS)
  * server on libuv, http_parser and nghttp2, generic over handlers: keep-alive, chunked bodies,
- * Expect: 100-continue, connection and time limits, body size limit (an oversized
+ * Expect: 100-continue, connection limits (per listener, per client address, the process's
+ * file limit), time limits that shrink when the listener is busy, body size limit (an oversized
  * Content-Length is answered 413 at once, without reading the body), an optional look at the
  * headers that may answer before the body (authentication); on HTTP/2, concurrent streams, each
  * one request to the same handler. TLS: a `tls:` section (core/tls.h). */
@@ -66,7 +67,9 @@ struct hs_http_server_config {
     uint64_t read_timeout_ms;   /* a request must arrive whole within this (slowloris) */
     uint64_t idle_timeout_ms;   /* keep-alive connection without a request */
     uint32_t max_connections;
-    uint64_t max_header_size;   /* bytes of request line + headers (a SIZE field: 64 bits) */
+    uint32_t max_connections_per_client; /* one address's share; 0: half of max_connections */
+    uint64_t busy_timeout_ms;            /* idle and header waits past 3/4 of max_connections */
+    uint64_t max_header_size;        /* bytes of request line + headers (a SIZE field: 64 bits) */
     uint32_t max_concurrent_streams; /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS */
     bool tls_enabled;           /* a `tls:` section was written: the port speaks only TLS */
     struct hs_tls_server_config tls;
@@ -119,6 +122,9 @@ struct hs_http_server_opts {
     /* where TLS handshake failures are counted; NULL: the registry of the first server
      * started with one (the admin endpoint starts before every component) */
     struct hs_metrics *metrics;
+    /* The admin endpoint: its connections draw on the file descriptors kept in reserve, not on
+     * the receivers' share (hs_http_server_set_file_limit), so it answers while they are full. */
+    bool fd_reserve;
 };
 
 /* Binds and listens. Returns 0, or a negative libuv/HS code with a message in err. */
@@ -155,5 +161,16 @@ void hs_http_respond_text(struct hs_http_request *req, int status, const char *t
 int hs_http_request_take_body(struct hs_http_request *req, struct hs_buf *out);
 
 const char *hs_http_reason(int status);
+
+/* The process's file limit (RLIMIT_NOFILE), once main has raised it. Every listener but those
+ * started with fd_reserve shares `limit` less a reserve (hs_http_fd_reserve) for exporters,
+ * files and the admin endpoint; past that share, their new connections are refused (reason
+ * "file_limit"). 0 (the default) sets no share. Returns the share. */
+uint64_t hs_http_server_set_file_limit(uint64_t limit);
+/* The descriptors kept back from the receivers out of `limit`. */
+uint64_t hs_http_fd_reserve(uint64_t limit);
+/* After start: warns when the running listeners' max_connections add up to more than their
+ * share of the file limit. Returns false then. */
+bool hs_http_server_check_file_limit(void);
 
 #endif

@@ -1,5 +1,6 @@
-/* http_server_int.h: what the listener (http_server.c), the connections (http_conn.c) and the
- * HTTP/2 layer (http2.c) of the server share. Nothing outside those files includes it, but tests.
+/* http_server_int.h: what the listener (http_server.c), its admission rules (http_limits.c),
+ * the connections (http_conn.c) and the HTTP/2 layer (http2.c) of the server share. Nothing
+ * outside those files includes it, but tests.
  *
  * The layering, and the seam for TLS: a connection's transport is its uv_tcp_t, read in
  * http_conn.c's on_read and written through hs_http_conn_write/hs_http_conn_end. The protocol
@@ -27,7 +28,29 @@
 #define HS_HTTP_MAX_HEADERS 512        /* header lines in one request */
 #define HS_HTTP_LINGER_MS 5000         /* longest wait for a client's EOF after our last write */
 #define HS_HTTP_BODY_RESERVE (1u << 20) /* most body room taken on a client's word (its length) */
-#define HS_HTTP_TLS_CHUNK 16384        /* one TLS record's plaintext, at most */
+#define HS_HTTP_TLS_CHUNK 16384         /* one TLS record's plaintext, at most */
+
+/* Why a connection was refused (hotspan_http_server_connections_refused_total's reason). */
+enum hs_http_refusal {
+    HS_HTTP_ADMITTED = 0,
+    HS_HTTP_REFUSE_MAX,        /* max_connections, none of them idle */
+    HS_HTTP_REFUSE_PER_CLIENT, /* max_connections_per_client */
+    HS_HTTP_REFUSE_FILE_LIMIT, /* the receivers' share of the file limit, none of ours idle */
+    HS_HTTP_REFUSE_COUNT
+};
+
+/* Open connections per client address: an open-addressing table (linear probing, keys
+ * hashed with a per-table random seed so a client cannot choose collisions). */
+struct hs_http_peer {
+    uint8_t key[16]; /* IPv6, IPv4 mapped (::ffff:a.b.c.d); IPv6 cut to its /64 */
+    uint32_t count;  /* 0: an empty slot */
+};
+
+struct hs_http_peers {
+    struct hs_http_peer *slots;
+    size_t cap, used; /* cap: a power of two, or 0 */
+    uint64_t seed;
+};
 
 struct hs_http_server {
     uv_loop_t *loop;
@@ -46,15 +69,25 @@ struct hs_http_server {
     struct hs_http_conn *conns; /* every connection until its handles are closed */
     size_t nconns;
     size_t nrejects; /* refused connections whose handle is closing */
+    /* who holds a slot (http_limits.c): connections admitted and not closing, what
+     * max_connections counts; by client address; the idle ones, longest idle first */
+    size_t nlive;
+    struct hs_http_peers peers;
+    struct hs_http_conn *idle_head, *idle_tail;
+    bool busy;       /* past 3/4 of max_connections (or of the file limit's share) */
+    bool fd_reserve; /* draws on the fd reserve (admin), not the receivers' share */
+    bool declared;   /* max_connections is in the sum hs_http_server_check_file_limit checks */
     bool closing, listener_closed;
     void (*done)(void *ud);
     void *done_ud;
     struct hs_ratelimit full_log;
-    struct hs_buf scratch; /* a response head being formatted */
+    struct hs_ratelimit busy_log;
+    struct hs_buf scratch;     /* a response head being formatted */
     struct hs_tls_server *tls; /* NULL: plaintext */
     /* hotspan_http_server_*{server=name}; NULL when started without a registry */
     struct hs_metrics *metrics;
-    struct hs_counter *refused;      /* connections refused at max_connections */
+    struct hs_counter *refused[HS_HTTP_REFUSE_COUNT]; /* by enum hs_http_refusal */
+    struct hs_counter *reclaimed;    /* idle connections closed to admit a new one */
     struct hs_counter *responses[5]; /* by status class 1xx..5xx */
     char rbuf[HS_HTTP_READ_SIZE];
     char pbuf[HS_HTTP_TLS_CHUNK]; /* decrypted bytes on their way to the protocol */
@@ -76,8 +109,16 @@ struct hs_http_field {
 struct hs_http_conn {
     struct hs_http_server *srv;
     struct hs_http_conn *prev, *next;
+    struct hs_http_conn *idle_prev, *idle_next; /* in srv's idle list while `idle` */
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uv_timer_cb timer_cb; /* what the timer runs when it fires, while armed */
+    uint64_t since_ms;    /* uv_now when the connection turned idle, or its request began */
+    uint8_t peer_key[16];
+    bool slotted;      /* counted in srv->nlive and srv->peers */
+    bool fd_counted;   /* counted in the listeners' share of the file limit */
+    bool idle;         /* nothing in progress: the connection may be reclaimed */
+    bool headers_done; /* of the request being read */
     uv_shutdown_t shutdown;
     int open_handles;
     enum hs_http_conn_state state;
@@ -115,6 +156,36 @@ struct hs_http_conn {
 #define HS_HTTP2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #define HS_HTTP2_PREFACE_LEN 24
 
+/* ---- http_limits.c: who gets a connection slot ---- */
+
+/* Decides on a connection just accepted (its peer_key set): refuses it when its address holds
+ * max_connections_per_client, or when the listener (or the receivers' share of the file limit)
+ * is full and no idle connection can give way; else counts it in. Counts and logs refusals. */
+enum hs_http_refusal hs_http_server_admit(struct hs_http_server *s, struct hs_http_conn *c);
+/* The connection is closing: its slot is free. */
+void hs_http_server_unslot(struct hs_http_conn *c);
+/* The longest wait for a request's headers (or a TLS handshake), and between requests: the
+ * configured read_timeout and idle_timeout, or busy_timeout when shorter and s is busy. */
+uint64_t hs_http_server_header_ms(const struct hs_http_server *s);
+uint64_t hs_http_server_idle_ms(const struct hs_http_server *s);
+/* Connections from key's address: how many, one more, one fewer. */
+uint32_t hs_http_peers_count(const struct hs_http_peers *p, const uint8_t key[16]);
+void hs_http_peers_add(struct hs_http_peers *p, const uint8_t key[16]);
+void hs_http_peers_del(struct hs_http_peers *p, const uint8_t key[16]);
+void hs_http_peers_free(struct hs_http_peers *p);
+/* A listener's max_connections joins (on) or leaves the sum checked against the file limit. */
+void hs_http_server_declare(const struct hs_http_server *s, bool on);
+/* The key of a peer address (its /64 for IPv6 outside ::ffff:0:0/96). */
+void hs_http_peer_key(const struct sockaddr *sa, uint8_t key[16]);
+/* The connection has nothing in progress (on) or has (off): idle ones join the end of the
+ * server's idle list, and the one idle longest may be closed for a newcomer. */
+void hs_http_conn_idle(struct hs_http_conn *c, bool on);
+/* The server turned busy: a connection waiting for headers or between requests gets at most
+ * busy_timeout more. */
+void hs_http_conn_busy(struct hs_http_conn *c);
+/* Closes an idle connection to free its slot (HTTP/2: GOAWAY first). */
+void hs_http_conn_reclaim(struct hs_http_conn *c);
+
 /* Counts an answer by its status class (both protocols call it once per response). */
 void hs_http_server_count_response(struct hs_http_server *s, int status);
 /* Accepts one connection from the listener (http_conn.c). */
@@ -149,6 +220,8 @@ void hs_http2_recv(struct hs_http_conn *c, const uint8_t *data, size_t len);
 void hs_http2_resume(struct hs_http_conn *c);
 /* The server is closing: GOAWAY, let the streams begun finish, then end the connection. */
 void hs_http2_server_closing(struct hs_http_conn *c);
+/* An idle connection gives its slot away: GOAWAY (NO_ERROR) out, then the caller closes. */
+void hs_http2_reclaim(struct hs_http_conn *c);
 /* The connection's handles are closed. */
 void hs_http2_free(struct hs_http2 *h);
 /* The stream's body buffer (hs_http_request_take_body). */

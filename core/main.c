@@ -1,12 +1,14 @@
 /* main.c: the command line. `hotspan` runs the embedded default config, `-c FILE` runs a file,
  * `demo` runs one with a built-in traffic generator, `validate` checks one without starting,
  * `config-reference` prints every component's keys. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <uv.h>
 
@@ -14,6 +16,7 @@
 #include "component.h"
 #include "config.h"
 #include "demo/demo.h"
+#include "http_server.h"
 #include "log.h"
 #include "service.h"
 #include "tls.h"
@@ -159,6 +162,52 @@ static void demo_banner(const struct hs_demo_targets *t, uint64_t seed)
     fflush(stdout);
 }
 
+/* Linux's ceiling for RLIMIT_NOFILE, for a hard limit of "unlimited" (which it refuses). */
+static rlim_t nr_open(void)
+{
+    unsigned long long n = 0;
+    FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &n) != 1)
+            n = 0;
+        fclose(f);
+    }
+    return n ? (rlim_t)n : 1048576;
+}
+
+/* Every connection is a file descriptor: the soft file limit (often 1024) goes up to the hard
+ * one, and the HTTP listeners learn what they may use of it (hs_http_server_set_file_limit). */
+static void raise_file_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        hs_log_warn(NULL, "cannot read the file limit (RLIMIT_NOFILE): %s", strerror(errno));
+        return;
+    }
+    rlim_t was = rl.rlim_cur, want = rl.rlim_max == RLIM_INFINITY ? nr_open() : rl.rlim_max;
+    int err = 0;
+    if (was != RLIM_INFINITY && was < want) {
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            err = errno;
+            rl.rlim_cur = was;
+        }
+    }
+    uint64_t limit = rl.rlim_cur == RLIM_INFINITY ? (uint64_t)want : (uint64_t)rl.rlim_cur;
+    uint64_t share = hs_http_server_set_file_limit(limit);
+    char from[64] = "";
+    if (err)
+        hs_log_warn(NULL, "file limit %llu: raising it to the hard limit %llu failed: %s",
+                    (unsigned long long)limit, (unsigned long long)want, strerror(err));
+    else if (rl.rlim_cur != was)
+        snprintf(from, sizeof(from), ", raised from %llu", (unsigned long long)was);
+    hs_log_info(NULL,
+                "file limit %llu (hard limit %llu%s): the receivers' connections may use %llu of "
+                "it, %llu are kept for exporters, files and the admin endpoint",
+                (unsigned long long)limit, (unsigned long long)want, from,
+                (unsigned long long)share, (unsigned long long)(limit - share));
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct run *r = h->data;
@@ -209,11 +258,14 @@ static int run(const char *path, const struct demo_opts *demo)
     uv_signal_start(&r.sigint, on_signal, SIGINT);
     uv_signal_start(&r.sighup, on_sighup, SIGHUP);
 
+    raise_file_limit();
     struct hs_error err = {0};
     int srv = hs_service_start(r.svc, &r.loop, &err);
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(NULL, "%s", err.lines[i]);
     hs_error_free(&err);
+    if (!srv)
+        hs_http_server_check_file_limit();
     if (srv) {
         begin_shutdown(&r);
     } else if (demo->on) {

@@ -438,17 +438,26 @@ service:
     assertRose(m0, m, 'hotspan_http_tls_handshake_failures_total', { server: 'otlp/tls', reason: 'plaintext' });
     assertRose(m0, m, 'hotspan_http_server_responses_total', { server: 'otlp', code_class: '4xx' });
 
-    // otlp/one holds one connection: while it is open the gauge says so, a second is refused
-    const first = net.connect(hs.ports['otlp/one'], '127.0.0.1');
+    // otlp/one holds one connection: while it is open the gauge says so; a second (from another
+    // address: one address may hold only half of max_connections) takes the slot of the first,
+    // which is idle; a third, while the second has begun a request, is refused
+    const one = (from) => net.connect({ port: hs.ports['otlp/one'], host: '127.0.0.1', localAddress: from });
+    const first = one('127.0.0.1');
     await new Promise((r) => first.on('connect', r));
     await waitMetrics(hs.ports.admin,
       (m) => metric(m, 'hotspan_http_server_connections_open', { server: 'otlp/one' }) === 1,
       'the first connection counted open');
     saw('hotspan_http_server_connections_open');
-    const second = net.connect(hs.ports['otlp/one'], '127.0.0.1');
-    await new Promise((r) => second.on('close', r).on('error', () => {}));
-    first.destroy();
+    const firstClosed = new Promise((r) => first.on('close', r).on('error', () => {}));
+    const second = one('127.0.0.2');
+    second.write('POST /v1/traces HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n');
+    await new Promise((r) => second.once('data', r)); // the 100: the server is in its request
+    await firstClosed;
+    const third = one('127.0.0.3');
+    await new Promise((r) => third.on('close', r).on('error', () => {}));
+    second.destroy();
     const m2 = await fetchMetrics(hs.ports.admin);
+    assertRose(m0, m2, 'hotspan_http_server_connections_reclaimed_total', { server: 'otlp/one' });
     assertRose(m0, m2, 'hotspan_http_server_connections_refused_total', { server: 'otlp/one', reason: 'max_connections' });
     await stopOk(hs);
   });

@@ -90,6 +90,9 @@ static void too_large_hook(void *ud, struct hs_http_request *req)
 }
 
 static hs_http_handler run_too_large; /* run()'s on_too_large */
+/* run()'s limits when set (else 5 s and the server's default) */
+static uint64_t run_idle_ms;
+static uint32_t run_max_conns, run_per_client;
 
 static void on_closed(void *ud)
 {
@@ -122,10 +125,15 @@ static const struct fix *run(void (*client)(struct fix *), uint64_t max_body,
     struct hs_http_server_config conf = {.endpoint = "127.0.0.1:0",
                                          .max_request_body_size = max_body,
                                          .read_timeout_ms = 5000,
-                                         .idle_timeout_ms = 5000};
-    struct hs_http_server_opts opts = {
-        .config = &conf, .name = "t", .handler = handler, .on_headers = on_headers,
-        .on_too_large = run_too_large, .ud = &f};
+                                         .idle_timeout_ms = run_idle_ms ? run_idle_ms : 5000,
+                                         .max_connections = run_max_conns,
+                                         .max_connections_per_client = run_per_client};
+    struct hs_http_server_opts opts = {.config = &conf,
+                                       .name = "t",
+                                       .handler = handler,
+                                       .on_headers = on_headers,
+                                       .on_too_large = run_too_large,
+                                       .ud = &f};
     struct hs_error err = {0};
     assert_int_equal(hs_http_server_start(&f.loop, &opts, &f.srv, &err), 0);
     f.port = hs_http_server_port(f.srv);
@@ -187,6 +195,7 @@ static CURL *easy(struct fix *f, const char *path, const char *body, size_t blen
 struct cli {
     int fd;
     int status[NSTREAMS + 1];
+    uint32_t reset[NSTREAMS + 1];  /* the error code the stream closed with */
     int grpc_status[NSTREAMS + 1]; /* -1: none */
     struct hs_buf body[NSTREAMS + 1];
     int closed;
@@ -216,7 +225,10 @@ static int cli_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t
 
 static int cli_close(nghttp2_session *s, int32_t id, uint32_t err, void *ud)
 {
-    ((struct cli *)ud)->closed++;
+    struct cli *c = ud;
+    c->closed++;
+    if ((id - 1) / 2 <= NSTREAMS)
+        c->reset[(id - 1) / 2] = err;
     return 0;
 }
 
@@ -233,9 +245,9 @@ static ssize_t cli_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len
 }
 
 /* Opens n streams at once, each POSTing body[i] bytes to <prefix[i]>/<i> (prefix NULL: all
- * /echo); runs until all closed. */
-static void h2_exchange(struct fix *f, struct cli *c, int n, size_t *blen,
-                        const char *const *prefix)
+ * /echo), stream 0 with `extra` header fields too; runs until all closed. */
+static void h2_exchange_nv(struct fix *f, struct cli *c, int n, size_t *blen,
+                           const char *const *prefix, const nghttp2_nv *extra, size_t nextra)
 {
     memset(c, 0, sizeof(*c));
     for (int i = 0; i <= NSTREAMS; i++)
@@ -258,14 +270,17 @@ static void h2_exchange(struct fix *f, struct cli *c, int n, size_t *blen,
     for (int i = 0; i < n; i++) {
         snprintf(paths[i], sizeof(paths[i]), "%s/%d", prefix ? prefix[i] : "/echo", i);
         snprintf(clen[i], sizeof(clen[i]), "%zu", blen[i]);
-        nghttp2_nv nv[] = {
+        nghttp2_nv nv[8] = {
             {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
             {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
             {(uint8_t *)":authority", (uint8_t *)"t", 10, 1, 0},
             {(uint8_t *)":path", (uint8_t *)paths[i], 5, strlen(paths[i]), 0},
         };
+        size_t nnv = 4;
+        for (size_t k = 0; i == 0 && k < nextra && nnv < 8; k++)
+            nv[nnv++] = extra[k];
         nghttp2_data_provider prd = {.source.ptr = &blen[i], .read_callback = cli_read};
-        nghttp2_submit_request(s, NULL, nv, 4, &prd, NULL);
+        nghttp2_submit_request(s, NULL, nv, nnv, &prd, NULL);
     }
     uint8_t buf[65536];
     while (c->closed < n && (nghttp2_session_want_read(s) || nghttp2_session_want_write(s))) {
@@ -283,6 +298,12 @@ static void h2_exchange(struct fix *f, struct cli *c, int n, size_t *blen,
 done:
     nghttp2_session_del(s);
     close(c->fd);
+}
+
+static void h2_exchange(struct fix *f, struct cli *c, int n, size_t *blen,
+                        const char *const *prefix)
+{
+    h2_exchange_nv(f, c, n, blen, prefix, NULL, 0);
 }
 
 static void cli_free(struct cli *c)
@@ -487,6 +508,137 @@ static void test_goaway_on_close(void **state)
     run(goaway_client, 1000, NULL);
 }
 
+/* HTTP/1.1's "Content-Length : 10" has no HTTP/2 twin that gets through: nghttp2 takes a field
+ * name with a space (or upper case) for a malformed request and resets the stream
+ * (PROTOCOL_ERROR) before the handler, and a body longer than its content-length too; the
+ * sibling stream is served. */
+static void bad_fields_client(struct fix *f)
+{
+    static struct cli c;
+    const nghttp2_nv bad[][1] = {
+        {{(uint8_t *)"content-length ", (uint8_t *)"3", 15, 1, 0}},
+        {{(uint8_t *)"Content-Length", (uint8_t *)"3", 14, 1, 0}},
+        {{(uint8_t *)"content-length", (uint8_t *)"3", 14, 1, 0}}, /* 10 bytes follow */
+    };
+    for (size_t i = 0; i < HS_ARRAY_SIZE(bad); i++) {
+        size_t two[2] = {10, 10};
+        h2_exchange_nv(f, &c, 2, two, NULL, bad[i], 1);
+        CHECK(f, c.closed == 2);
+        CHECK(f, c.status[0] == 0 && c.reset[0] == NGHTTP2_PROTOCOL_ERROR);
+        CHECK(f, c.status[1] == 200 && c.reset[1] == NGHTTP2_NO_ERROR);
+        cli_free(&c);
+    }
+    CHECK(f, f->handled == (int)HS_ARRAY_SIZE(bad)); /* the siblings only */
+}
+
+static void test_malformed_fields_reset(void **state)
+{
+    (void)state;
+    run(bad_fields_client, 1000, NULL);
+}
+
+/* Reads frames until EOF (or the 5 s receive timeout); true if a GOAWAY came first. */
+static bool read_goaway_then_eof(int fd)
+{
+    uint8_t buf[4096];
+    size_t have = 0;
+    bool goaway = false;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+        if (n < 0)
+            return false; /* a timeout: the server kept the connection */
+        if (n == 0)
+            return goaway;
+        have += (size_t)n;
+        size_t off = 0;
+        while (have - off >= 9) {
+            size_t len = (size_t)buf[off] << 16 | (size_t)buf[off + 1] << 8 | buf[off + 2];
+            if (have - off < 9 + len)
+                break;
+            goaway |= buf[off + 3] == 0x07;
+            off += 9 + len;
+        }
+        memmove(buf, buf + off, have - off);
+        have -= off;
+    }
+}
+
+/* An h2c connection: preface, SETTINGS, and the server's SETTINGS read. */
+static int h2_idle_conn(struct fix *f, const char *from)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &me.sin_addr);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    static const char hello[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+    uint8_t buf[256];
+    if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0 ||
+        connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        write(fd, hello, sizeof(hello) - 1) != (ssize_t)sizeof(hello) - 1 ||
+        read(fd, buf, sizeof(buf)) < 9) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A client that sends the preface and opens no stream has idle_timeout (200 ms here), as an
+ * HTTP/1.1 connection without a request has: GOAWAY, then the connection ends. */
+static void idle_preface_client(struct fix *f)
+{
+    int fd = h2_idle_conn(f, "127.0.0.1");
+    CHECK(f, fd >= 0);
+    bool ok = read_goaway_then_eof(fd);
+    close(fd);
+    CHECK(f, ok);
+}
+
+static void test_idle_after_preface(void **state)
+{
+    (void)state;
+    run_idle_ms = 200;
+    run(idle_preface_client, 1000, NULL);
+    run_idle_ms = 0;
+}
+
+/* At max_connections (1), an idle HTTP/2 connection gives its slot to a newcomer from another
+ * address: GOAWAY, EOF, and the newcomer's request is served. */
+static void reclaim_client(struct fix *f)
+{
+    int fd = h2_idle_conn(f, "127.0.0.1");
+    CHECK(f, fd >= 0);
+    int g = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.2", &me.sin_addr);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    static const char req[] = "POST /new HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n";
+    char buf[512] = "";
+    bool sent = bind(g, (struct sockaddr *)&me, sizeof(me)) == 0 &&
+                connect(g, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+                write(g, req, sizeof(req) - 1) == (ssize_t)sizeof(req) - 1 &&
+                read(g, buf, sizeof(buf) - 1) > 0;
+    close(g);
+    bool goaway = read_goaway_then_eof(fd);
+    close(fd);
+    CHECK(f, sent && strncmp(buf, "HTTP/1.1 200 ", 13) == 0 && strstr(buf, "0 /new h1"));
+    CHECK(f, goaway);
+}
+
+static void test_reclaim_idle_h2(void **state)
+{
+    (void)state;
+    run_max_conns = 1;
+    run_per_client = 1;
+    run_idle_ms = 60000; /* only the reclaim can end the idle connection within the test */
+    run(reclaim_client, 1000, NULL);
+    run_max_conns = run_per_client = 0;
+    run_idle_ms = 0;
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -496,6 +648,9 @@ int main(void)
         cmocka_unit_test(test_early_answer_among_streams),
         cmocka_unit_test(test_limits_h1_and_trailers),
         cmocka_unit_test(test_goaway_on_close),
+        cmocka_unit_test(test_malformed_fields_reset),
+        cmocka_unit_test(test_idle_after_preface),
+        cmocka_unit_test(test_reclaim_idle_h2),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -21,6 +21,7 @@
 #include "core/http_server.h"
 #include "core/http_server_int.h" /* to see a connection's unwritten bytes */
 #include "core/log.h"
+#include "core/metrics.h"
 #include "sock_client.c"
 
 #define BIG_SIZE ((size_t)256 << 10)
@@ -47,6 +48,13 @@ struct fix {
     uint64_t body_bytes;  /* the server's count of buffered body bytes, just before its close */
     struct hs_buf taken[4]; /* bodies /take moved out of the server */
     int ntaken;
+    struct hs_metrics *metrics;
+    /* a second server started with fd_reserve (as the admin endpoint is), and what the check
+     * of the file limit said once both were listening */
+    bool with_reserve;
+    struct hs_http_server *reserve;
+    int reserve_port;
+    bool file_limit_ok;
 };
 
 /* Client-side checks cannot use cmocka (it longjmps); the first failure is kept for the test. */
@@ -146,6 +154,8 @@ static void on_async(uv_async_t *a)
     struct fix *f = a->data;
     f->body_bytes = f->srv->body_bytes; /* the server is freed by its close */
     hs_http_server_close(f->srv, on_done, f);
+    if (f->reserve)
+        hs_http_server_close(f->reserve, NULL, NULL);
     uv_close((uv_handle_t *)a, NULL);
     pthread_mutex_lock(&f->mu);
     f->close_called = true;
@@ -181,11 +191,20 @@ static void run(struct fix *f, void (*client)(struct fix *))
                                              .name = "test",
                                              .handler = handler,
                                              .on_headers = f->early ? early_hook : NULL,
-                                             .ud = f};
+                                             .ud = f,
+                                             .metrics = f->metrics};
     assert_int_equal(hs_http_server_start(&f->loop, &opts, &f->srv, &err), 0);
     assert_int_equal(err.count, 0);
     f->port = hs_http_server_port(f->srv);
     assert_true(f->port > 0);
+    if (f->with_reserve) {
+        struct hs_http_server_opts ro = opts;
+        ro.name = "reserve";
+        ro.fd_reserve = true;
+        assert_int_equal(hs_http_server_start(&f->loop, &ro, &f->reserve, &err), 0);
+        f->reserve_port = hs_http_server_port(f->reserve);
+    }
+    f->file_limit_ok = hs_http_server_check_file_limit();
     assert_int_equal(uv_async_init(&f->loop, &f->async, on_async), 0);
     f->async.data = f;
     f->client = client;
@@ -209,6 +228,7 @@ static int setup(void **state)
         return -1;
     f->conf.endpoint = "127.0.0.1:0";
     f->conf.read_timeout_ms = 5000; /* a failed client leaves a request open: end it sooner */
+    f->metrics = hs_metrics_new();
     *state = f;
     return 0;
 }
@@ -216,6 +236,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fix *f = *state;
+    hs_http_server_set_file_limit(0);
+    hs_metrics_free(f->metrics);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     free(f);
@@ -510,6 +532,64 @@ static void test_400_garbage(void **state)
     assert_int_equal(atomic_load(&f->handled), 1);
 }
 
+/* RFC 9112 section 5.1: no whitespace between a field name and its colon; http_parser would
+ * take "Content-Length : 10" for the length. */
+static void client_space_before_colon(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    const char *reqs[] = {"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length : 10\r\n\r\n0123456789",
+                          "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n"
+                          "a\r\n0123456789\r\n0\r\n\r\n"};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(reqs); i++) {
+        CHECK(f, cconnect(f->port, &c, 0));
+        CHECK(f, exchange(&c, reqs[i], &r));
+        CHECK(f, r.status == 400 && strstr(r.body, "whitespace in a header field name"));
+        free(r.body);
+        CHECK(f, ceof(&c));
+        cclose(&c);
+    }
+}
+
+static void test_400_space_before_colon(void **state)
+{
+    struct fix *f = *state;
+    run(f, client_space_before_colon);
+    assert_int_equal(atomic_load(&f->handled), 0);
+}
+
+/* A chunk size past 2^64-1: http_parser says "content-length"; the answer names the chunk. */
+static void client_chunk_overflow(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c,
+                      "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "1ffffffffffffffff\r\n",
+                      &r));
+    CHECK(f, r.status == 400 && strstr(r.body, "invalid chunk size"));
+    CHECK(f, !strstr(r.body, "content-length"));
+    free(r.body);
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    /* an overflowing Content-Length is still told as one */
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c,
+                      "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n",
+                      &r));
+    CHECK(f, r.status == 400 && strstr(r.body, "content-length"));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_400_chunk_size_overflow(void **state)
+{
+    struct fix *f = *state;
+    run(f, client_chunk_overflow);
+    assert_int_equal(atomic_load(&f->handled), 0);
+}
+
 static void client_slow(struct fix *f)
 {
     struct cconn c;
@@ -556,29 +636,278 @@ static void test_idle_timeout(void **state)
     run(f, client_idle);
 }
 
+/* The server's count of connections refused for `reason` (or reclaimed, reason NULL). */
+static uint64_t refused(struct fix *f, const char *reason)
+{
+    char labels[128];
+    if (!reason)
+        return hs_metrics_counter(f->metrics, "http_server_connections_reclaimed_total", "",
+                                  "server=\"test\"")
+            ->value;
+    snprintf(labels, sizeof(labels), "server=\"test\",reason=\"%s\"", reason);
+    return hs_metrics_counter(f->metrics, "http_server_connections_refused_total", "", labels)
+        ->value;
+}
+
+/* cconnect from another loopback address (all of 127/8 is loopback on Linux). */
+static bool cconnect_from(int port, struct cconn *c, const char *from)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &me.sin_addr);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return c->fd >= 0 && bind(c->fd, (struct sockaddr *)&me, sizeof(me)) == 0 &&
+           connect(c->fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+}
+
+/* A request begun, so the connection is not idle: the 100 proves the server has read its
+ * headers (else an accept could see it still idle). Its body ("ok") is sent later. */
+#define BEGUN "POST /begun HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+
+static bool begin_request(int port, struct cconn *c, const char *from)
+{
+    struct resp r = {0};
+    bool ok = cconnect_from(port, c, from) && exchange(c, BEGUN, &r) && r.status == 100;
+    free(r.body);
+    return ok;
+}
+
+static bool end_request(struct cconn *c)
+{
+    struct resp r = {0};
+    bool ok = exchange(c, "ok", &r) && r.status == 200 && strstr(r.body, "body=ok");
+    free(r.body);
+    cclose(c);
+    return ok;
+}
+
+/* Two requests begun, from two addresses: a third connection, from a third, is closed at
+ * once. */
 static void client_max_conns(struct fix *f)
 {
     struct cconn a, b, c;
-    struct resp r = {0};
-    CHECK(f, cconnect(f->port, &a, 0) && cconnect(f->port, &b, 0) && cconnect(f->port, &c, 0));
+    CHECK(f, begin_request(f->port, &a, "127.0.0.1"));
+    CHECK(f, begin_request(f->port, &b, "127.0.0.2"));
+    CHECK(f, cconnect_from(f->port, &c, "127.0.0.3"));
     CHECK(f, ceof(&c));
     cclose(&c);
-    CHECK(f, exchange(&a, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &r));
-    CHECK(f, r.status == 200 && strstr(r.body, "path=/a "));
-    free(r.body);
-    CHECK(f, exchange(&b, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n", &r));
-    CHECK(f, r.status == 200 && strstr(r.body, "path=/b "));
-    free(r.body);
-    cclose(&a);
-    cclose(&b);
+    CHECK(f, end_request(&a) && end_request(&b));
 }
 
 static void test_max_connections(void **state)
 {
     struct fix *f = *state;
     f->conf.max_connections = 2;
+    f->conf.max_connections_per_client = 1;
     run(f, client_max_conns);
     assert_int_equal(atomic_load(&f->handled), 2);
+    assert_int_equal(refused(f, "max_connections"), 1);
+    assert_int_equal(refused(f, NULL), 0);
+}
+
+/* At max_connections a newcomer takes the slot of the connection idle longest: a (idle since
+ * its answer) goes, b (idle since it connected, later) stays. One address each. */
+static void client_reclaim(struct fix *f)
+{
+    struct cconn a, b, c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &a, 0));
+    CHECK(f, exchange(&a, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200);
+    free(r.body);
+    CHECK(f, cconnect_from(f->port, &b, "127.0.0.2") && cconnect_from(f->port, &c, "127.0.0.3"));
+    CHECK(f, exchange(&c, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/c "));
+    free(r.body);
+    CHECK(f, ceof(&a));
+    CHECK(f, exchange(&b, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/b "));
+    free(r.body);
+    cclose(&a);
+    cclose(&b);
+    cclose(&c);
+}
+
+static void test_reclaim_idle_at_max(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_connections = 2;
+    f->conf.max_connections_per_client = 1;
+    f->conf.busy_timeout_ms = 60000; /* only the reclaim can end a, within the test */
+    run(f, client_reclaim);
+    assert_int_equal(refused(f, NULL), 1);
+    assert_int_equal(refused(f, "max_connections"), 0);
+}
+
+/* A cap of max_connections is none: one address fills the listener, and at the limit its
+ * newcomer takes the slot of its connection idle longest. */
+static void client_per_client_off(struct fix *f)
+{
+    struct cconn a, b, c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &a, 0));
+    CHECK(f, exchange(&a, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    free(r.body);
+    CHECK(f, cconnect(f->port, &b, 0) && cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/c "));
+    free(r.body);
+    CHECK(f, ceof(&a));
+    cclose(&a);
+    cclose(&b);
+    cclose(&c);
+}
+
+static void test_max_connections_per_client_off(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_connections = 2;
+    f->conf.max_connections_per_client = 2;
+    f->conf.busy_timeout_ms = 60000;
+    run(f, client_per_client_off);
+    assert_int_equal(refused(f, "max_connections_per_client"), 0);
+    assert_int_equal(refused(f, NULL), 1);
+}
+
+/* 127.0.0.1 holds its two; its third is closed at once, while 127.0.0.2 gets in. */
+static void client_per_client(struct fix *f)
+{
+    struct cconn a, b, c, d;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &a, 0) && cconnect(f->port, &b, 0) && cconnect(f->port, &c, 0));
+    CHECK(f, ceof(&c));
+    cclose(&c);
+    CHECK(f, cconnect_from(f->port, &d, "127.0.0.2"));
+    CHECK(f, exchange(&d, "GET /d HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/d "));
+    free(r.body);
+    CHECK(f, exchange(&a, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200);
+    free(r.body);
+    CHECK(f, exchange(&b, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200);
+    free(r.body);
+    cclose(&a);
+    cclose(&b);
+    cclose(&d);
+}
+
+static void test_max_connections_per_client(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_connections = 8;
+    f->conf.max_connections_per_client = 2;
+    run(f, client_per_client);
+    assert_int_equal(atomic_load(&f->handled), 3);
+    assert_int_equal(refused(f, "max_connections_per_client"), 1);
+    assert_int_equal(refused(f, NULL), 0); /* the listener was not full: nothing reclaimed */
+}
+
+/* 0 means half of max_connections: with 4, the third from one address is refused. */
+static void client_per_client_default(struct fix *f)
+{
+    struct cconn a, b, c;
+    CHECK(f, cconnect(f->port, &a, 0) && cconnect(f->port, &b, 0) && cconnect(f->port, &c, 0));
+    CHECK(f, ceof(&c));
+    cclose(&a);
+    cclose(&b);
+    cclose(&c);
+}
+
+static void test_max_connections_per_client_default(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_connections = 4;
+    f->conf.max_connections_per_client = 0;
+    run(f, client_per_client_default);
+    assert_int_equal(refused(f, "max_connections_per_client"), 1);
+}
+
+/* Seven of nine slots taken (the seventh, h, begins a request): the listener is busy, and every
+ * wait for headers or between requests is cut to busy_timeout (200 ms) where read_timeout and
+ * idle_timeout are a minute: the idle a, the fresh c, e, g, k end; b, whose headers dribble, is
+ * answered 408. d and h, whose headers are whole (h's arrived while busy), keep read_timeout
+ * for their bodies: k, armed after h, ends first. */
+static void client_busy(struct fix *f)
+{
+    struct cconn a, b, c, d, e, g, h, k;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &a, 0));
+    CHECK(f, exchange(&a, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200);
+    free(r.body);
+    CHECK(f, cconnect(f->port, &b, 0) && csends(&b, "POST /b HTTP/1.1\r\nHost: x\r\n"));
+    CHECK(f, begin_request(f->port, &d, "127.0.0.1"));
+    CHECK(f, cconnect(f->port, &c, 0) && cconnect(f->port, &e, 0) && cconnect(f->port, &g, 0));
+    CHECK(f, begin_request(f->port, &h, "127.0.0.1"));
+    CHECK(f, cconnect(f->port, &k, 0));
+    CHECK(f, ceof(&a));
+    CHECK(f, cread(&b, &r));
+    CHECK(f, r.status == 408);
+    free(r.body);
+    CHECK(f, ceof(&c) && ceof(&e) && ceof(&g) && ceof(&k));
+    CHECK(f, end_request(&d) && end_request(&h));
+    cclose(&a);
+    cclose(&b);
+    cclose(&c);
+    cclose(&e);
+    cclose(&g);
+    cclose(&k);
+}
+
+static void test_busy_cuts_waits(void **state)
+{
+    struct fix *f = *state;
+    f->conf.max_connections = 9;
+    f->conf.max_connections_per_client = 9;
+    f->conf.read_timeout_ms = 60000;
+    f->conf.idle_timeout_ms = 60000;
+    f->conf.busy_timeout_ms = 200;
+    run(f, client_busy);
+    assert_int_equal(atomic_load(&f->handled), 3); /* /a, and d's and h's /begun */
+    assert_int_equal(refused(f, NULL), 0);
+}
+
+/* A file limit of 4 leaves the listeners 3 (hs_http_fd_reserve keeps 1): with three requests
+ * begun, a fourth connection is refused, while the server started with fd_reserve (the admin
+ * endpoint's kind) still answers. */
+static void client_file_limit(struct fix *f)
+{
+    struct cconn a[3], d, e;
+    struct resp r = {0};
+    for (int i = 0; i < 3; i++)
+        CHECK(f, begin_request(f->port, &a[i], "127.0.0.1"));
+    CHECK(f, cconnect(f->port, &d, 0));
+    CHECK(f, ceof(&d));
+    cclose(&d);
+    CHECK(f, cconnect(f->reserve_port, &e, 0));
+    CHECK(f, exchange(&e, "GET /live HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/live "));
+    free(r.body);
+    cclose(&e);
+    for (int i = 0; i < 3; i++)
+        CHECK(f, end_request(&a[i]));
+}
+
+static void test_file_limit_share(void **state)
+{
+    struct fix *f = *state;
+    assert_int_equal(hs_http_fd_reserve(4), 1);
+    assert_int_equal(hs_http_fd_reserve(1024), 256);
+    assert_int_equal(hs_http_fd_reserve(1 << 20), 1 << 16);
+    assert_int_equal(hs_http_server_set_file_limit(4), 3);
+    f->with_reserve = true;
+    f->conf.max_connections = 100;
+    f->conf.max_connections_per_client = 100;
+    run(f, client_file_limit);
+    hs_http_server_set_file_limit(0);
+    assert_int_equal(atomic_load(&f->handled), 4);
+    assert_int_equal(refused(f, "file_limit"), 1);
+    assert_false(f->file_limit_ok); /* 100 declared (the reserve's are not counted) > 3 */
 }
 
 #define MANY 200
@@ -933,6 +1262,73 @@ static void test_config_rows(void **state)
     hs_config_doc_free(&doc);
 }
 
+/* The per-address table against a plain array: 200k adds and deletes over `nkeys` addresses,
+ * so that runs grow, wrap past the table's end and are cut by deletions (backward shift). */
+static void peer_table_run(int nkeys)
+{
+    static uint8_t keys[300][16];
+    static uint32_t want[300];
+    struct hs_http_peers t = {0};
+    memset(want, 0, sizeof(want));
+    for (int i = 0; i < nkeys; i++)
+        for (int b = 0; b < 16; b++)
+            keys[i][b] = (uint8_t)rand();
+    for (int op = 0; op < 200000; op++) {
+        int k = rand() % nkeys;
+        if (rand() % 2) {
+            hs_http_peers_add(&t, keys[k]);
+            want[k]++;
+        } else {
+            hs_http_peers_del(&t, keys[k]); /* one not there is left alone */
+            want[k] -= want[k] > 0;
+        }
+        if (op % 64 == 0) {
+            size_t used = 0;
+            for (int i = 0; i < nkeys; i++) {
+                assert_int_equal(hs_http_peers_count(&t, keys[i]), want[i]);
+                used += want[i] > 0;
+            }
+            assert_int_equal(t.used, used);
+        }
+    }
+    for (int i = 0; i < nkeys; i++)
+        while (want[i]--)
+            hs_http_peers_del(&t, keys[i]);
+    assert_int_equal(t.used, 0);
+    for (size_t i = 0; i < t.cap; i++)
+        assert_int_equal(t.slots[i].count, 0);
+    hs_http_peers_free(&t);
+}
+
+static void test_peer_table(void **state)
+{
+    srand(7);
+    peer_table_run(300);
+    peer_table_run(15); /* at most half full: 15 keep it at 32 slots, where runs wrap often */
+}
+
+/* IPv4 and its mapped IPv6 form are one client; an IPv6 client is its /64. */
+static void test_peer_keys(void **state)
+{
+    struct sockaddr_in v4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 m = {.sin6_family = AF_INET6}, a = m, b = m, other = m;
+    inet_pton(AF_INET, "192.0.2.7", &v4.sin_addr);
+    inet_pton(AF_INET6, "::ffff:192.0.2.7", &m.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:1:2::1", &a.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:1:2:ffff::9", &b.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:1:3::1", &other.sin6_addr);
+    uint8_t k4[16], km[16], ka[16], kb[16], ko[16];
+    hs_http_peer_key((struct sockaddr *)&v4, k4);
+    hs_http_peer_key((struct sockaddr *)&m, km);
+    hs_http_peer_key((struct sockaddr *)&a, ka);
+    hs_http_peer_key((struct sockaddr *)&b, kb);
+    hs_http_peer_key((struct sockaddr *)&other, ko);
+    assert_memory_equal(k4, km, 16);
+    assert_memory_equal(ka, kb, 16);
+    assert_memory_not_equal(ka, ko, 16);
+    assert_memory_not_equal(k4, ka, 16);
+}
+
 static void test_reasons(void **state)
 {
     assert_string_equal(hs_http_reason(200), "OK");
@@ -959,9 +1355,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_413_chunked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_431_header_too_big, setup, teardown),
         cmocka_unit_test_setup_teardown(test_400_garbage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_400_space_before_colon, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_400_chunk_size_overflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_408_read_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_connections, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_idle_at_max, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_connections_per_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_connections_per_client_default, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_connections_per_client_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_busy_cuts_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_limit_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_idle_connection, setup, teardown),
@@ -974,6 +1378,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bind_errors, setup, teardown),
         cmocka_unit_test(test_config_rows),
         cmocka_unit_test(test_reasons),
+        cmocka_unit_test(test_peer_table),
+        cmocka_unit_test(test_peer_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

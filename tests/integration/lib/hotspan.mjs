@@ -77,14 +77,16 @@ export function runHotspan(args, { env = {}, timeoutMs = 10000 } = {}) {
 /**
  * Starts hotspan on `yamlText`. Waits until every listener it logs is up: the admin listener
  * (component=admin) and at least one receiver (`waitFor` lists the components to wait for;
- * default ['otlp', 'admin']).
+ * default ['otlp', 'admin']). `wrap` runs it under a command that execs it, e.g.
+ * ['prlimit', '--nofile=256:256', '--'] (the same process: signals reach hotspan).
  * Returns {proc, ports: {otlp, admin, ...by component}, logs, stderr(), waitForLog(re), stop()}.
  */
 export async function startHotspan(yamlText, {
-  env = {}, waitFor = ['otlp', 'admin'], startTimeoutMs = 15000, args = [],
+  env = {}, waitFor = ['otlp', 'admin'], startTimeoutMs = 15000, args = [], wrap = [],
 } = {}) {
   const { dir, file } = writeConfig(yamlText);
-  const proc = spawn(HOTSPAN_BIN, ['-c', file, ...args], {
+  const argv = [...wrap, HOTSPAN_BIN, '-c', file, ...args];
+  const proc = spawn(argv[0], argv.slice(1), {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
