@@ -1,6 +1,7 @@
 /* index.c: the correlator's profile index (design.md §7): per (tenant, service, profile type) a
  * ring of time buckets holding per-function self/total, the heaviest stacks and per-span-id
  * aggregates; memory capped per service and in total, least recently used services first out. */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -19,10 +20,27 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
     return h ^ (h >> 32);
 }
 
+/* What an allocation really takes from the heap: the allocator's usable size plus its chunk
+ * header (glibc rounds every request up to 16 bytes, at least 32, and puts 8 before it). The
+ * index counts this, not the sizes it asked for: its many small allocations (a stack's frames,
+ * a function's name) cost up to twice their size, and max_bytes is meant to bound memory. */
+static size_t heap_size(const void *p)
+{
+    return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0;
+}
+
 static void account(struct corr_index *ix, struct corr_svc *svc, ssize_t delta)
 {
     svc->bytes = (size_t)((ssize_t)svc->bytes + delta);
     ix->bytes = (size_t)((ssize_t)ix->bytes + delta);
+}
+
+/* A bucket's own count (what freeing it gives back) moves with its service's and the index's. */
+static void bucket_account(struct corr_index *ix, struct corr_svc *svc, struct corr_bucket *b,
+                           ssize_t delta)
+{
+    b->bytes = (size_t)((ssize_t)b->bytes + delta);
+    account(ix, svc, delta);
 }
 
 /* ---- display names ---------------------------------------------------------------------- */
@@ -111,6 +129,7 @@ static void stack_free(struct corr_stack *st)
     st->fids = NULL;
 }
 
+/* Returns what the bucket counted, itself included. */
 static size_t bucket_free(struct corr_bucket *b)
 {
     if (!b)
@@ -168,15 +187,14 @@ static void svc_remove(struct corr_index *ix, struct corr_svc *s, struct hs_coun
     svc_free(ix, s);
 }
 
-int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
-                    struct corr_stats *stats)
+int corr_index_init(struct corr_index *ix, const struct corr_config *conf, struct corr_stats *stats)
 {
     memset(ix, 0, sizeof(*ix));
     ix->conf = conf;
     ix->stats = stats;
     ix->mask = 63;
     ix->table = hs_xcalloc(ix->mask + 1, sizeof(*ix->table));
-    ix->bytes = (ix->mask + 1) * sizeof(*ix->table);
+    ix->bytes = heap_size(ix->table);
     return 0;
 }
 
@@ -215,7 +233,7 @@ static void table_grow(struct corr_index *ix)
             s->hnext = nt[s->hash & nmask];
             nt[s->hash & nmask] = s;
         }
-    ix->bytes += (nmask - ix->mask) * sizeof(*nt);
+    ix->bytes = ix->bytes + heap_size(nt) - heap_size(ix->table);
     free(ix->table);
     ix->table = nt;
     ix->mask = nmask;
@@ -237,8 +255,7 @@ static size_t make_key(struct hs_str tenant, struct hs_str service, char *buf, s
     return len;
 }
 
-struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
-                                 struct hs_str service)
+struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant, struct hs_str service)
 {
     char buf[256], *heap;
     size_t len = make_key(tenant, service, buf, sizeof(buf), &heap);
@@ -275,7 +292,7 @@ static struct corr_svc *svc_get(struct corr_index *ix, const char *tenant, const
     s->hnext = ix->table[h & ix->mask];
     ix->table[h & ix->mask] = s;
     ix->count++;
-    account(ix, s, (ssize_t)(sizeof(*s) + len));
+    account(ix, s, (ssize_t)(heap_size(s) + heap_size(s->key)));
     lru_front(ix, s);
     if (ix->count > (ix->mask + 1))
         table_grow(ix);
@@ -299,10 +316,11 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     }
     if (s->nnames == s->capnames) {
         uint32_t cap = s->capnames ? s->capnames * 2 : 16;
+        ssize_t was = (ssize_t)heap_size(s->names);
         s->names = realloc(s->names, cap * sizeof(*s->names));
         if (!s->names)
             abort();
-        account(ix, s, (ssize_t)((cap - s->capnames) * sizeof(*s->names)));
+        account(ix, s, (ssize_t)heap_size(s->names) - was);
         s->capnames = cap;
     }
     if ((s->nnames + 1) * 2 > s->name_mask + 1 || !s->name_slots) { /* keep load under 1/2 */
@@ -315,8 +333,7 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
                 i = (i + 1) & nmask;
             slots[i] = f + 1;
         }
-        account(ix, s, (ssize_t)((nmask - (s->name_slots ? s->name_mask : (uint32_t)-1)) *
-                                 sizeof(*slots)));
+        account(ix, s, (ssize_t)heap_size(slots) - (ssize_t)heap_size(s->name_slots));
         free(s->name_slots);
         s->name_slots = slots;
         s->name_mask = nmask;
@@ -327,7 +344,10 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     s->names[fid].name = hs_xstrndup(name, n);
     s->names[fid].disp =
         dlen == n && memcmp(disp, name, n) == 0 ? s->names[fid].name : hs_xstrndup(disp, dlen);
-    account(ix, s, (ssize_t)(n + 1 + (s->names[fid].disp != s->names[fid].name ? dlen + 1 : 0)));
+    account(
+        ix, s,
+        (ssize_t)(heap_size(s->names[fid].name) +
+                  (s->names[fid].disp != s->names[fid].name ? heap_size(s->names[fid].disp) : 0)));
     uint32_t i = (uint32_t)h & s->name_mask;
     while (s->name_slots[i])
         i = (i + 1) & s->name_mask;
@@ -347,6 +367,9 @@ int corr_index_scratch(struct corr_index *ix, size_t n)
         free(m);
         return HS_ENOMEM;
     }
+    /* the index's, not a service's: freed with the index */
+    ix->bytes =
+        ix->bytes + heap_size(s) + heap_size(m) - heap_size(ix->scratch) - heap_size(ix->mark);
     free(ix->scratch);
     free(ix->mark);
     ix->scratch = s;
@@ -375,7 +398,7 @@ static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, con
     t->nring = (uint32_t)HS_MAX(1, ix->conf->retention_ms / ix->conf->bucket_ms);
     t->ring = hs_xcalloc(t->nring, sizeof(*t->ring));
     t->newest = INT64_MIN;
-    account(ix, s, (ssize_t)(strlen(id) + 1 + t->nring * sizeof(*t->ring)));
+    account(ix, s, (ssize_t)(heap_size(t->id) + heap_size(t->ring)));
     return t;
 }
 
@@ -396,11 +419,12 @@ static void baseline_fold(struct corr_index *ix, struct corr_svc *s, struct corr
     if (!b || b->total <= 0)
         return;
     if (t->nbase < s->nnames) {
+        ssize_t was = (ssize_t)heap_size(t->base);
         double *nb = realloc(t->base, s->nnames * sizeof(*nb));
         if (!nb)
             return;
         memset(nb + t->nbase, 0, (s->nnames - t->nbase) * sizeof(*nb));
-        account(ix, s, (ssize_t)((s->nnames - t->nbase) * sizeof(*nb)));
+        account(ix, s, (ssize_t)heap_size(nb) - was);
         t->base = nb;
         t->nbase = s->nnames;
     }
@@ -412,8 +436,7 @@ static void baseline_fold(struct corr_index *ix, struct corr_svc *s, struct corr
     t->base_buckets++;
 }
 
-static bool stack_eq(const struct corr_stack *a, const uint32_t *fids, uint32_t depth,
-                     uint64_t h)
+static bool stack_eq(const struct corr_stack *a, const uint32_t *fids, uint32_t depth, uint64_t h)
 {
     return a->hash == h && a->depth == depth && memcmp(a->fids, fids, depth * 4) == 0;
 }
@@ -426,7 +449,7 @@ static size_t stack_set(struct corr_stack *st, const uint32_t *fids, uint32_t de
     st->depth = depth;
     st->hash = h;
     st->value = v;
-    return depth * sizeof(*fids);
+    return heap_size(st->fids);
 }
 
 /* Adds a stack to a top-K set: merged when present; kept while there is room; otherwise it
@@ -451,7 +474,7 @@ static ssize_t topk_add(struct corr_stack *set, uint32_t *n, uint32_t k, int64_t
         return 0;
     }
     *other += set[min].value;
-    ssize_t freed = (ssize_t)(set[min].depth * sizeof(uint32_t));
+    ssize_t freed = (ssize_t)heap_size(set[min].fids);
     stack_free(&set[min]);
     return (ssize_t)stack_set(&set[min], fids, depth, h, v) - freed;
 }
@@ -474,18 +497,18 @@ static struct corr_spanagg *span_get(struct corr_index *ix, struct corr_svc *s,
     }
     if (b->nspans == b->capspans) {
         uint32_t cap = b->capspans ? b->capspans * 2 : 8;
+        ssize_t was = (ssize_t)(heap_size(b->spans) + heap_size(b->span_slots));
         struct corr_spanagg *ns = realloc(b->spans, cap * sizeof(*ns));
         uint32_t *slots = calloc(cap * 2, sizeof(*slots));
+        if (ns)
+            b->spans = ns;
         if (!ns || !slots) {
             free(slots);
-            if (ns)
-                b->spans = ns;
+            bucket_account(ix, s, b,
+                           (ssize_t)(heap_size(b->spans) + heap_size(b->span_slots)) - was);
             return NULL;
         }
-        b->spans = ns;
-        ssize_t d = (ssize_t)((cap - b->capspans) * (sizeof(*ns) + 2 * sizeof(*slots)));
-        b->bytes += (size_t)d;
-        account(ix, s, d);
+        bucket_account(ix, s, b, (ssize_t)(heap_size(ns) + heap_size(slots)) - was);
         free(b->span_slots);
         b->span_slots = slots;
         b->capspans = cap;
@@ -514,7 +537,7 @@ static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
     if (b && b->idx == idx)
         return b;
     if (b) { /* a bucket past retention: the ring's ordinary turnover, not an eviction */
-        account(ix, s, -(ssize_t)(bucket_free(b) + sizeof(*b)));
+        account(ix, s, -(ssize_t)bucket_free(b));
         t->ring[slot] = NULL;
     }
     b = hs_xcalloc(1, sizeof(*b));
@@ -522,7 +545,7 @@ static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
     b->min_from = INT64_MAX;
     b->max_until = INT64_MIN;
     t->ring[slot] = b;
-    account(ix, s, (ssize_t)sizeof(*b));
+    bucket_account(ix, s, b, (ssize_t)heap_size(b));
     return b;
 }
 
@@ -543,12 +566,11 @@ static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct c
         if (!pos[fid]) {
             if (b->nfuncs == b->capfuncs) {
                 uint32_t cap = b->capfuncs ? b->capfuncs * 2 : 16;
+                ssize_t was = (ssize_t)heap_size(b->funcs);
                 struct corr_fval *nf = realloc(b->funcs, cap * sizeof(*nf));
                 if (!nf)
                     continue;
-                ssize_t d = (ssize_t)((cap - b->capfuncs) * sizeof(*nf));
-                b->bytes += (size_t)d;
-                account(ix, s, d);
+                bucket_account(ix, s, b, (ssize_t)heap_size(nf) - was);
                 b->funcs = nf;
                 b->capfuncs = cap;
             }
@@ -579,11 +601,11 @@ static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct 
         b->total += v;
         if (b->nstacks == b->capstacks && b->capstacks < CORR_TOP_STACKS) {
             uint32_t cap = b->capstacks ? b->capstacks * 2 : 8;
+            ssize_t was = (ssize_t)heap_size(b->stacks);
             struct corr_stack *ns = realloc(b->stacks, cap * sizeof(*ns));
             if (ns) {
                 b->stacks = ns;
-                b->bytes += (cap - b->capstacks) * sizeof(*ns);
-                account(ix, s, (ssize_t)((cap - b->capstacks) * sizeof(*ns)));
+                bucket_account(ix, s, b, (ssize_t)heap_size(ns) - was);
                 b->capstacks = cap;
             }
         }
@@ -592,12 +614,11 @@ static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct 
             struct corr_spanagg *a = span_get(ix, s, b, sum->spans[st->span].id);
             if (a) {
                 a->value += v;
-                d += topk_add(a->stacks, &a->nstacks, CORR_SPAN_STACKS, &a->other, fids, depth,
-                              h, v);
+                d += topk_add(a->stacks, &a->nstacks, CORR_SPAN_STACKS, &a->other, fids, depth, h,
+                              v);
             }
         }
-        b->bytes = (size_t)((ssize_t)b->bytes + d);
-        account(ix, s, d);
+        bucket_account(ix, s, b, d);
     }
 }
 
@@ -618,7 +639,7 @@ static void svc_trim(struct corr_index *ix, struct corr_svc *s, const struct cor
             }
         if (!ot)
             return; /* only the newest bucket is left: it stays, over the cap */
-        account(ix, s, -(ssize_t)(bucket_free(ot->ring[oslot]) + sizeof(struct corr_bucket)));
+        account(ix, s, -(ssize_t)bucket_free(ot->ring[oslot]));
         ot->ring[oslot] = NULL;
         hs_counter_add(ix->stats->ev_bucket, 1);
     }
@@ -636,9 +657,8 @@ struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
     uint32_t mt = sum->main_type;
     struct corr_svc *s = svc_get(ix, tenant ? tenant : "", service);
     s->last_seen_ms = now_ms;
-    struct corr_type *t =
-        type_get(ix, s, sum->type_ids ? sum->type_ids[mt] : sum->types[mt], sum->types[mt],
-                 sum->units ? sum->units[mt] : "");
+    struct corr_type *t = type_get(ix, s, sum->type_ids ? sum->type_ids[mt] : sum->types[mt],
+                                   sum->types[mt], sum->units ? sum->units[mt] : "");
     if (!t)
         return NULL;
     int64_t bucket_ns = (int64_t)ix->conf->bucket_ms * 1000000;
