@@ -169,7 +169,7 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
         c->stats.annotated[i] = &c->stats.dummy;
     c->stats.profiles_indexed = c->stats.ev_service = c->stats.ev_bucket = c->stats.ev_span =
         c->stats.ev_type = c->stats.ev_stale = c->stats.ev_latency = c->stats.ev_fragment =
-            c->stats.ev_parked_limit = c->stats.ev_expired = &c->stats.dummy;
+            c->stats.ev_parked_limit = c->stats.ev_expired = c->stats.ev_shed = &c->stats.dummy;
     corr_index_init(&c->index, &c->conf, &c->stats);
     c->index.on_evict = on_evict;
     c->index.ud = c;
@@ -673,7 +673,56 @@ static void timer_closed(uv_handle_t *h)
 {
     struct correlator *c = h->data;
     c->timer_open = false;
-    c->done(&c->base);
+    if (!c->housekeep_open) /* the last of our handles: nothing of ours is in the loop */
+        c->done(&c->base);
+}
+
+static void housekeep_closed(uv_handle_t *h)
+{
+    struct correlator *c = h->data;
+    c->housekeep_open = false;
+    if (!c->timer_open)
+        c->done(&c->base);
+}
+
+/* The newest reading (hs_now_ms) of a memory_limiter above its soft limit, 0 when none is. */
+static void memory_visit(void *arg, const char *component, const struct hs_health *h)
+{
+    uint64_t *newest = arg;
+    if (h->over_memory_limit && h->last_failure_ms > *newest)
+        *newest = h->last_failure_ms;
+}
+
+/* On a schedule of its own, because the parking timer runs only while spans are parked, and
+ * none are when the memory_limiter refuses every span. While a limiter refuses data (memory in
+ * use above its soft limit even after it gave freed heap back), half the index goes, least
+ * recently used first, once per reading that still finds it so: the index is a cache, and it
+ * could not shrink otherwise (no profile gets in to evict, retention would take 15 minutes of
+ * refusals). The limiter's next trim hands what was freed back to the system. */
+void hs_correlator_housekeep(struct hs_component *base)
+{
+    struct correlator *c = hs_container_of(base, struct correlator, base);
+    corr_index_expire(&c->index, now_ms(c));
+    uint64_t reading = 0;
+    if (base->metrics)
+        hs_metrics_health_each(base->metrics, memory_visit, &reading);
+    if (!reading || reading == c->shed_reading_ms)
+        return;
+    c->shed_reading_ms = reading;
+    size_t before = c->index.bytes;
+    uint32_t n = corr_index_shed(&c->index, before / 2, c->stats.ev_shed);
+    uint32_t supp;
+    if (n && hs_ratelimit_allow(&c->log_rl, now_ms(c), &supp))
+        hs_log_warn(base->id,
+                    "a memory_limiter refuses data: shed the %u least recently used services "
+                    "(%zu of %zu KiB) from the profile index (%u more not logged)",
+                    n, (before - c->index.bytes) / 1024, before / 1024, supp);
+}
+
+static void on_housekeep(uv_timer_t *t)
+{
+    struct correlator *c = t->data;
+    hs_correlator_housekeep(&c->base);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -740,6 +789,7 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
         {&c->stats.ev_stale, "stale_profile"}, {&c->stats.ev_latency, "latency_key"},
         {&c->stats.ev_fragment, "fragment"}, {&c->stats.ev_parked_limit, "parked_span"},
         {&c->stats.ev_expired, "service_expired"},
+        {&c->stats.ev_shed, "service_shed"}, /* while a memory_limiter refuses data */
     };
     for (size_t i = 0; i < HS_ARRAY_SIZE(ev); i++) {
         char extra[64];
@@ -774,7 +824,11 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
     uv_timer_init(host->loop, &c->timer);
     uv_unref((uv_handle_t *)&c->timer);
     c->timer.data = c;
-    c->timer_open = c->started = true;
+    uv_timer_init(host->loop, &c->housekeep);
+    uv_unref((uv_handle_t *)&c->housekeep); /* receivers keep the loop alive, not expiry */
+    c->housekeep.data = c;
+    uv_timer_start(&c->housekeep, on_housekeep, CORR_HOUSEKEEP_MS, CORR_HOUSEKEEP_MS);
+    c->timer_open = c->housekeep_open = c->started = true;
     return 0;
 }
 
@@ -789,6 +843,7 @@ static void corr_shutdown(struct hs_component *base, hs_done_cb done)
         return;
     }
     c->done = done;
+    uv_close((uv_handle_t *)&c->housekeep, housekeep_closed);
     if (c->admin) { /* the admin endpoint outlives us: no request may reach us after done */
         hs_admin_unroute(c->admin, c);
         c->admin = NULL;

@@ -41,6 +41,7 @@ struct hs_traces;
 #define CORR_UI_TEXT 256          /* bytes of other /ui strings (span name, statement, link) */
 #define CORR_UI_ENTRY_BYTES 65536 /* hard cap of one /ui entry's memory */
 #define CORR_UI_LIST 64           /* top and grown functions kept per /ui entry */
+#define CORR_HOUSEKEEP_MS 1000    /* how often index expiry and shedding run */
 
 struct corr_config {
     struct {
@@ -88,7 +89,7 @@ enum corr_reason {
 struct corr_stats {
     struct hs_counter *checked, *slow, *annotated[3], *released_timeout, *profiles_indexed;
     struct hs_counter *ev_service, *ev_bucket, *ev_span, *ev_type, *ev_stale, *ev_latency,
-        *ev_fragment, *ev_parked_limit, *ev_expired;
+        *ev_fragment, *ev_parked_limit, *ev_expired, *ev_shed;
     struct hs_counter dummy; /* every pointer aims here until start() registers the metrics */
 };
 
@@ -193,6 +194,9 @@ struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
                                  struct hs_str service);
 /* Frees services not seen for `retention`. */
 void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
+/* Frees the least recently used services until the index counts at most `bytes`, each counted
+ * in `why`; returns how many left. */
+uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why);
 /* The type annotations use: cpu, else wall, else the first. NULL when none. */
 struct corr_type *corr_svc_main_type(struct corr_svc *svc);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
@@ -387,7 +391,9 @@ struct correlator {
     hs_corr_clock_fn clock;
     void *clock_ud;
     uv_timer_t timer;
-    bool started, closing, timer_open;
+    uv_timer_t housekeep; /* index expiry and shedding, whether or not spans are parked */
+    bool started, closing, timer_open, housekeep_open;
+    uint64_t shed_reading_ms; /* the memory_limiter reading the index was last shed for */
     hs_done_cb done;
     struct corr_parked *parked_head, *parked_tail;
     uint32_t nparked;
@@ -415,6 +421,9 @@ enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
 void hs_correlator_set_clock(struct hs_component *c, hs_corr_clock_fn fn, void *ud);
 /* What the timer does: releases spans past max_wait, retries refused output, expires services. */
 void hs_correlator_tick(struct hs_component *c);
+/* What the housekeeping timer does every CORR_HOUSEKEEP_MS: expires services, and sheds half
+ * the index when a memory_limiter has a new reading above its soft limit. */
+void hs_correlator_housekeep(struct hs_component *c);
 /* Spans parked now. */
 uint32_t hs_correlator_parked(struct hs_component *c);
 

@@ -702,3 +702,11 @@ void corr_index_expire(struct corr_index *ix, uint64_t now_ms)
     while (ix->lru_tail && ix->lru_tail->last_seen_ms + ix->conf->retention_ms < now_ms)
         svc_remove(ix, ix->lru_tail, ix->stats->ev_expired);
 }
+
+uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why)
+{
+    uint32_t n = 0;
+    for (; ix->lru_tail && ix->bytes > bytes; n++)
+        svc_remove(ix, ix->lru_tail, why);
+    return n;
+}
