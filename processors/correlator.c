@@ -685,33 +685,13 @@ static void housekeep_closed(uv_handle_t *h)
         c->done(&c->base);
 }
 
-/* The newest reading (hs_now_ms) of a memory_limiter above its soft limit, 0 when none is. */
-static void memory_visit(void *arg, const char *component, const struct hs_health *h)
-{
-    uint64_t *newest = arg;
-    if (h->over_memory_limit && h->last_failure_ms > *newest)
-        *newest = h->last_failure_ms;
-}
-
-/* On a schedule of its own, because the parking timer runs only while spans are parked, and
- * none are when the memory_limiter refuses every span. While a limiter refuses data (memory in
- * use above its soft limit even after it gave freed heap back), half the index goes, least
- * recently used first, once per reading that still finds it so: the index is a cache, and it
- * could not shrink otherwise (no profile gets in to evict, retention would take 15 minutes of
- * refusals). The limiter's next trim hands what was freed back to the system. */
+/* Expiry and shedding (corr_index_housekeep) on a schedule of their own: the parking timer runs
+ * only while spans are parked, and none are while the memory_limiter refuses every span. */
 void hs_correlator_housekeep(struct hs_component *base)
 {
     struct correlator *c = hs_container_of(base, struct correlator, base);
-    corr_index_expire(&c->index, now_ms(c));
-    uint64_t reading = 0;
-    if (base->metrics)
-        hs_metrics_health_each(base->metrics, memory_visit, &reading);
-    if (!reading || reading == c->shed_reading_ms)
-        return;
-    c->shed_reading_ms = reading;
     size_t before = c->index.bytes;
-    uint32_t n = corr_index_shed(&c->index, before / 2, c->stats.ev_shed);
-    uint32_t supp;
+    uint32_t n = corr_index_housekeep(&c->index, base->metrics, now_ms(c)), supp;
     if (n && hs_ratelimit_allow(&c->log_rl, now_ms(c), &supp))
         hs_log_warn(base->id,
                     "a memory_limiter refuses data: shed the %u least recently used services "

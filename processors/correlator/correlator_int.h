@@ -181,6 +181,7 @@ struct corr_index {
     /* called before a service is freed (its parked spans must leave) */
     void (*on_evict)(void *ud, struct corr_svc *svc);
     void *ud;
+    uint64_t shed_reading_ms; /* the memory_limiter reading the index was last shed for */
 };
 
 int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
@@ -197,6 +198,9 @@ void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
 /* Frees the least recently used services until the index counts at most `bytes`, each counted
  * in `why`; returns how many left. */
 uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why);
+/* Expires services, and sheds half the index (ev_shed) when a memory_limiter registered in m
+ * has a reading above its soft limit that it was not shed for yet. Returns services shed. */
+uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
 /* The type annotations use: cpu, else wall, else the first. NULL when none. */
 struct corr_type *corr_svc_main_type(struct corr_svc *svc);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
@@ -393,7 +397,6 @@ struct correlator {
     uv_timer_t timer;
     uv_timer_t housekeep; /* index expiry and shedding, whether or not spans are parked */
     bool started, closing, timer_open, housekeep_open;
-    uint64_t shed_reading_ms; /* the memory_limiter reading the index was last shed for */
     hs_done_cb done;
     struct corr_parked *parked_head, *parked_tail;
     uint32_t nparked;

@@ -710,3 +710,28 @@ uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter 
         svc_remove(ix, ix->lru_tail, why);
     return n;
 }
+
+/* The newest reading (hs_now_ms) of a memory_limiter above its soft limit, 0 when none is. */
+static void memory_visit(void *arg, const char *component, const struct hs_health *h)
+{
+    uint64_t *newest = arg;
+    if (h->over_memory_limit && h->last_failure_ms > *newest)
+        *newest = h->last_failure_ms;
+}
+
+/* While a limiter refuses data (memory in use above its soft limit even after it gave freed
+ * heap back), half the index goes, least recently used first, once per reading that still finds
+ * it so: the index is a cache, and it could not shrink otherwise (no profile gets in to evict,
+ * retention would take 15 minutes of refusals). The limiter's next trim hands what was freed
+ * back to the system. */
+uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms)
+{
+    corr_index_expire(ix, now_ms);
+    uint64_t reading = 0;
+    if (m)
+        hs_metrics_health_each(m, memory_visit, &reading);
+    if (!reading || reading == ix->shed_reading_ms)
+        return 0;
+    ix->shed_reading_ms = reading;
+    return corr_index_shed(ix, ix->bytes / 2, ix->stats->ev_shed);
+}

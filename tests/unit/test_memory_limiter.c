@@ -311,7 +311,7 @@ static void test_back_to_accepting_after_spike_on_the_timer(void **state)
     /* the spike is over: freed, but glibc keeps 90 MiB resident, below the hard limit */
     fx.probe.rss = 90 * MIB;
     fx.probe.rss_after_trim = 30 * MIB;
-    fx.probe.step = 5;                  /* the clock moves as the loop runs */
+    fx.probe.step = 5; /* the clock moves as the loop runs */
     for (int i = 0; i < 4 && fx.probe.trims == trims; i++)
         uv_run(&fx.loop, UV_RUN_ONCE); /* one timer tick (10 ms of real time) */
     assert_int_equal(fx.probe.trims, trims + 1);
