@@ -70,11 +70,10 @@ struct ml {
     struct hs_component base;
     struct ml_config conf;
     struct hs_memory_limiter_probe probe;
-    uint64_t hard, soft;      /* bytes, fixed in start */
-    uint64_t rss;             /* last reading (after the trim, when one ran) */
-    uint64_t rss_before_trim; /* the reading the last trim started from */
-    uint64_t checked_ms;      /* when it was taken */
-    uint64_t trimmed_ms;      /* when malloc_trim last ran */
+    uint64_t hard, soft; /* bytes, fixed in start */
+    uint64_t rss;        /* last reading (after the trim, when one ran) */
+    uint64_t checked_ms; /* when it was taken */
+    uint64_t trimmed_ms; /* when malloc_trim last ran */
     bool have_reading, over_soft, trimmed_once;
     struct hs_health health; /* over_memory_limit while refusing: /healthz/ready reads it */
     uv_timer_t timer;
@@ -229,14 +228,14 @@ static void ml_check(struct ml *m)
     m->have_reading = true;
     if (m->rss > m->soft &&
         (!m->trimmed_once || now - m->trimmed_ms >= m->conf.check_interval_ms)) {
-        m->rss_before_trim = m->rss;
+        uint64_t before = m->rss;
         m->probe.trim(m->probe.ud);
         hs_counter_add(m->trims, 1);
         m->trimmed_ms = now;
         m->trimmed_once = true;
         m->rss = m->probe.rss(m->probe.ud);
         hs_log_debug(m->base.id, "malloc_trim: %" PRIu64 " MiB resident before, %" PRIu64 " after",
-                     m->rss_before_trim / MIB, m->rss / MIB);
+                     before / MIB, m->rss / MIB);
     }
     bool over = m->rss > m->soft;
     if (over != m->over_soft)

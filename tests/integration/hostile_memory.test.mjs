@@ -96,9 +96,9 @@ async function assertDelivered(sink, delivered, accepted, what) {
 }
 
 describe('hostile memory (a): one large rejected request', () => {
-  // Released glibc keeps ~390 MiB resident after this request; the sanitizer build ~580 MiB,
-  // ~120 MiB after its allocator is purged. The limit puts that between the soft and the hard
-  // limit, where the limiter used to trim nothing and refuse for good.
+  // The release build keeps ~390 MiB resident after this request (freed heap glibc keeps), the
+  // sanitizer build ~580 MiB (~120 MiB once its allocator is purged). The limit puts that between
+  // the soft and the hard limit, where the limiter used to trim nothing and refuse for good.
   const LIMIT_MIB = SANITIZE ? 640 : 450;
   let sink;
   let hs;
