@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "bench_common.h"
 #include "core/arena.h"
@@ -202,8 +206,8 @@ static void bench_throughput(int batches)
            scan / spans * 1e6);
     printf("| throughput, 8192-span batches (%.2f%% slow)  | pass-through | %10.0f spans/s | "
            "%6.3f CPU-s/M spans |\n",
-           100.0 * (double)c->stats.slow->value / (double)c->stats.checked->value,
-           spans / pass, pass / spans * 1e6);
+           100.0 * (double)c->stats.slow->value / (double)c->stats.checked->value, spans / pass,
+           pass / spans * 1e6);
     printf("| %-45s | correlator   | %10.0f spans/s | %6.3f CPU-s/M spans |\n", "", spans / corr,
            corr / spans * 1e6);
     rig_down(&r);
@@ -211,31 +215,69 @@ static void bench_throughput(int batches)
     hs_bench_payload_free(&pl);
 }
 
+static double rss_now(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (double)resident * (double)sysconf(_SC_PAGESIZE);
+}
+
+/* Resident bytes after handing freed heap back, so only memory in use is counted. */
+static double rss_trimmed(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+    return rss_now();
+}
+
+/* Index memory as counted (correlator_index_bytes) against what the process really holds for
+ * it: the resident set before and after, each after malloc_trim. `max_bytes` small enough
+ * makes the storm evict (the churn a cardinality storm causes). */
+static void bench_memory_one(uint32_t services, uint32_t nfuncs, uint32_t nstacks,
+                             const char *max_bytes)
+{
+    struct rig r;
+    char yaml[128];
+    snprintf(yaml, sizeof(yaml), "{limits: {max_services: 1000000, max_bytes: %s}}", max_bytes);
+    rig_up(&r, yaml);
+    struct hs_profile *p = make_profile("svc-0", 0, 10, nfuncs, nstacks);
+    struct correlator *c = hs_container_of(r.c, struct correlator, base);
+    size_t before = c->index.bytes;
+    double rss0 = rss_trimmed();
+    double t0 = hs_bench_cpu_s();
+    for (uint32_t i = 0; i < services; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "svc-%u", i);
+        hs_profile_set_label(p, "service_name", 12, name, strlen(name));
+        corr_index_add(&c->index, "", p, 0);
+    }
+    double cpu = hs_bench_cpu_s() - t0;
+    size_t total = c->index.bytes;
+    double raw = rss_now() - rss0, rss = rss_trimmed() - rss0;
+    printf("| index, %6u services x %3u funcs, max %-6s | %8.1f KiB/service counted | %7.1f MiB "
+           "counted | RSS %7.1f MiB (%7.1f before malloc_trim) | RSS/counted %.2f | %6.0f "
+           "us/profile |\n",
+           services, nfuncs, max_bytes, (double)(total - before) / services / 1024.0,
+           (double)(total - before) / (1 << 20), rss / (1 << 20), raw / (1 << 20),
+           rss / (double)(total - before), cpu / services * 1e6);
+    hs_profile_free(p);
+    rig_down(&r);
+}
+
 static void bench_memory(void)
 {
     static const uint32_t counts[] = {1, 100, 10000};
-    for (size_t k = 0; k < HS_ARRAY_SIZE(counts); k++) {
-        struct rig r;
-        rig_up(&r, "{limits: {max_services: 100000, max_bytes: 8GiB}}");
-        struct hs_profile *p = make_profile("svc-0", 0, 10, 400, 2000);
-        struct correlator *c = hs_container_of(r.c, struct correlator, base);
-        size_t before = c->index.bytes;
-        double t0 = hs_bench_cpu_s();
-        for (uint32_t i = 0; i < counts[k]; i++) {
-            char name[32];
-            snprintf(name, sizeof(name), "svc-%u", i);
-            hs_profile_set_label(p, "service_name", 12, name, strlen(name));
-            corr_index_add(&c->index, "", p, 0);
-        }
-        double cpu = hs_bench_cpu_s() - t0;
-        size_t total = c->index.bytes;
-        printf("| index memory, %5u services, 1 profile each | %8.1f KiB/service | %9.1f MiB "
-               "total | %6.0f us/profile |\n",
-               counts[k], (double)(total - before) / counts[k] / 1024.0,
-               (double)total / (1 << 20), cpu / counts[k] * 1e6);
-        hs_profile_free(p);
-        rig_down(&r);
-    }
+    for (size_t k = 0; k < HS_ARRAY_SIZE(counts); k++)
+        bench_memory_one(counts[k], 400, 2000, "8GiB");
+    /* small profiles (many small allocations) of many services, and a storm that evicts */
+    bench_memory_one(50000, 20, 40, "8GiB");
+    bench_memory_one(50000, 400, 2000, "256MiB");
 }
 
 static int cmp_u64(const void *a, const void *b)

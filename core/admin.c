@@ -1,7 +1,7 @@
 /* admin.c: the admin endpoint: /healthz, /healthz/live and /healthz/ready for probes (ready
- * names the exporters that have been failing too long), and /metrics in Prometheus text format,
- * with process CPU, RSS and open file descriptors read at scrape time; all but the probes behind
- * admin_auth when it is set. */
+ * names a memory_limiter refusing data and the exporters failing too long), and /metrics in
+ * Prometheus text format, with process CPU, RSS and open file descriptors read at scrape time;
+ * all but the probes behind admin_auth when it is set. */
 #include "admin.h"
 
 #include <dirent.h>
@@ -107,7 +107,7 @@ static bool route_dispatch(struct hs_admin *a, struct hs_http_request *req, bool
 
 struct health_walk {
     struct hs_admin *a;
-    json_t *failing;
+    json_t *failing, *refusing;
     uint64_t now_ms;
     size_t over; /* sources failing for at least the threshold */
 };
@@ -117,30 +117,43 @@ static void health_visit(void *arg, const char *component, const struct hs_healt
     struct health_walk *w = arg;
     if (!h->failing_since_ms)
         return;
-    double secs = hs_health_failing_seconds(h, w->now_ms);
-    bool over = w->a->failure_threshold_ms && secs * 1000.0 >= (double)w->a->failure_threshold_ms;
-    w->over += over;
     char since[32] = "";
     time_t t = (time_t)(h->failing_since_wall_ms / 1000u);
     struct tm tm;
     if (gmtime_r(&t, &tm))
         strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (h->over_memory_limit) { /* refusing everything now: unready at once, no threshold */
+        double secs = (double)(w->now_ms - HS_MIN(w->now_ms, h->failing_since_ms)) / 1000.0;
+        json_array_append_new(w->refusing,
+                              json_pack("{s:s, s:s, s:f, s:s}", "component", component, "since",
+                                        since, "seconds", secs, "reason", h->last_error));
+        return;
+    }
+    double secs = hs_health_failing_seconds(h, w->now_ms);
+    bool over = w->a->failure_threshold_ms && secs * 1000.0 >= (double)w->a->failure_threshold_ms;
+    w->over += over;
     json_array_append_new(w->failing, json_pack("{s:s, s:s, s:f, s:s, s:b}", "exporter", component,
                                                 "since", since, "seconds", secs, "last_error",
                                                 h->last_error, "over_threshold", over));
 }
 
-/* Readiness (and /healthz): the service runs and no exporter has failed for longer than the
- * threshold. The body says why not, naming each failing exporter and since when. */
+/* Readiness (and /healthz): the service runs, no memory_limiter refuses data and no exporter
+ * has failed for longer than the threshold. The body says why not, naming each refusing
+ * component and failing exporter and since when. */
 static void respond_ready(struct hs_admin *a, struct hs_http_request *req)
 {
-    struct health_walk w = {.a = a, .failing = json_array(), .now_ms = hs_now_ms()};
+    struct health_walk w = {
+        .a = a, .failing = json_array(), .refusing = json_array(), .now_ms = hs_now_ms()};
     hs_metrics_health_each(a->metrics, health_visit, &w);
-    const char *status = !a->started ? "starting"
-                         : !a->ready ? "shutting down"
-                         : w.over    ? "exporter failing"
-                                     : "ok";
+    const char *status = !a->started                   ? "starting"
+                         : !a->ready                   ? "shutting down"
+                         : json_array_size(w.refusing) ? "refusing data"
+                         : w.over                      ? "exporter failing"
+                                                       : "ok";
     json_t *root = json_pack("{s:s, s:o}", "status", status, "failing_exporters", w.failing);
+    if (root && json_array_size(w.refusing))
+        json_object_set(root, "refusing_data", w.refusing);
+    json_decref(w.refusing);
     if (a->failure_threshold_ms)
         json_object_set_new(root, "exporter_failure_threshold_seconds",
                             json_real((double)a->failure_threshold_ms / 1000.0));

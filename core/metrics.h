@@ -92,6 +92,10 @@ struct hs_health {
      * failing period then runs on with the clock; otherwise it ends at the last failure, so one
      * failed request followed by silence is not taken for an outage. */
     bool pending;
+    /* Set by a memory_limiter while memory is above its soft limit and it refuses all data:
+     * /healthz/ready answers 503 for as long as it is set, naming the component and last_error
+     * (whatever the exporter threshold), and the correlator sheds its index (a cache) first. */
+    bool over_memory_limit;
     char last_error[HS_HEALTH_ERROR_LEN];
 };
 

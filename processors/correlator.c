@@ -192,7 +192,7 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
     c->stats.profiles_indexed = c->stats.ev_service = c->stats.ev_bucket = c->stats.ev_span =
         c->stats.ev_type = c->stats.ev_stale = c->stats.ev_latency = c->stats.ev_fragment =
             c->stats.ev_parked_limit = c->stats.ev_expired = c->stats.ev_seen =
-                c->stats.tenant_mismatch = &c->stats.dummy;
+                c->stats.tenant_mismatch = c->stats.ev_shed = &c->stats.dummy;
     for (int i = 0; i < CORR_COLD_N; i++)
         c->stats.cold[i] = &c->stats.dummy;
     corr_index_init(&c->index, &c->conf, &c->stats);
@@ -782,7 +782,36 @@ static void timer_closed(uv_handle_t *h)
 {
     struct correlator *c = h->data;
     c->timer_open = false;
-    c->done(&c->base);
+    if (!c->housekeep_open) /* the last of our handles: nothing of ours is in the loop */
+        c->done(&c->base);
+}
+
+static void housekeep_closed(uv_handle_t *h)
+{
+    struct correlator *c = h->data;
+    c->housekeep_open = false;
+    if (!c->timer_open)
+        c->done(&c->base);
+}
+
+/* Expiry and shedding (corr_index_housekeep) on a schedule of their own: the parking timer runs
+ * only while spans are parked, and none are while the memory_limiter refuses every span. */
+void hs_correlator_housekeep(struct hs_component *base)
+{
+    struct correlator *c = hs_container_of(base, struct correlator, base);
+    size_t before = c->index.bytes;
+    uint32_t n = corr_index_housekeep(&c->index, base->metrics, now_ms(c)), supp;
+    if (n && hs_ratelimit_allow(&c->log_rl, now_ms(c), &supp))
+        hs_log_warn(base->id,
+                    "a memory_limiter refuses data: shed the %u least recently used services "
+                    "(%zu of %zu KiB) from the profile index (%u more not logged)",
+                    n, (before - c->index.bytes) / 1024, before / 1024, supp);
+}
+
+static void on_housekeep(uv_timer_t *t)
+{
+    struct correlator *c = t->data;
+    hs_correlator_housekeep(&c->base);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -853,6 +882,7 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
         {&c->stats.ev_fragment, "fragment"}, {&c->stats.ev_parked_limit, "parked_span"},
         {&c->stats.ev_expired, "service_expired"},
         {&c->stats.ev_seen, "first_seen"},
+        {&c->stats.ev_shed, "service_shed"}, /* while a memory_limiter refuses data */
     };
     for (size_t i = 0; i < HS_ARRAY_SIZE(ev); i++) {
         char extra[64];
@@ -896,7 +926,11 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
     uv_timer_init(host->loop, &c->timer);
     uv_unref((uv_handle_t *)&c->timer);
     c->timer.data = c;
-    c->timer_open = c->started = true;
+    uv_timer_init(host->loop, &c->housekeep);
+    uv_unref((uv_handle_t *)&c->housekeep); /* receivers keep the loop alive, not expiry */
+    c->housekeep.data = c;
+    uv_timer_start(&c->housekeep, on_housekeep, CORR_HOUSEKEEP_MS, CORR_HOUSEKEEP_MS);
+    c->timer_open = c->housekeep_open = c->started = true;
     return 0;
 }
 
@@ -911,6 +945,7 @@ static void corr_shutdown(struct hs_component *base, hs_done_cb done)
         return;
     }
     c->done = done;
+    uv_close((uv_handle_t *)&c->housekeep, housekeep_closed);
     if (c->admin) { /* the admin endpoint outlives us: no request may reach us after done */
         hs_admin_unroute(c->admin, c);
         c->admin = NULL;

@@ -1,6 +1,7 @@
 /* memory_limiter.c: refuses data while the process's resident memory is above a soft limit
  * (otelcol's memory_limiter), so receivers answer 503/429 + Retry-After instead of growing until
- * the kernel kills us; above the hard limit it also hands freed heap back to the system. */
+ * the kernel kills us. Freed heap is handed back before each verdict above the soft limit, so only
+ * memory in use can make it refuse, and /healthz/ready says so while it does. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,9 @@
 #include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
+#endif
+#ifdef __SANITIZE_ADDRESS__
+void __sanitizer_purge_allocator(void); /* libasan; gcc ships no header declaring it */
 #endif
 
 #include "core/common.h"
@@ -67,10 +71,11 @@ struct ml {
     struct ml_config conf;
     struct hs_memory_limiter_probe probe;
     uint64_t hard, soft; /* bytes, fixed in start */
-    uint64_t rss;        /* last reading */
+    uint64_t rss;        /* last reading (after the trim, when one ran) */
     uint64_t checked_ms; /* when it was taken */
     uint64_t trimmed_ms; /* when malloc_trim last ran */
     bool have_reading, over_soft, trimmed_once;
+    struct hs_health health; /* over_memory_limit while refusing: /healthz/ready reads it */
     uv_timer_t timer;
     bool started, closing;
     hs_done_cb done;
@@ -134,9 +139,14 @@ static uint64_t machine_total(void *ud)
     return mem_total;
 }
 
+/* Hands every whole free page of every arena back (since glibc 2.8, not only the top of the
+ * heap). The sanitizer build's allocator replaces glibc's and keeps freed memory in its
+ * quarantine instead; purging it there keeps the limiter's behaviour the same in both builds. */
 static void glibc_trim(void *ud)
 {
-#ifdef __GLIBC__
+#ifdef __SANITIZE_ADDRESS__
+    __sanitizer_purge_allocator();
+#elif defined(__GLIBC__)
     malloc_trim(0);
 #endif
 }
@@ -188,31 +198,55 @@ static int ml_create(const struct hs_config_node *cfg, const char *path, struct 
     return 0;
 }
 
-/* Takes a reading; above the hard limit, gives freed heap back once per interval (a trim walks
- * the whole heap, so not on every batch) and reads again, since that may be all it took. */
+/* Keeps /healthz/ready's view in step: failing (with why) while refusing, healthy otherwise. */
+static void ml_health(struct ml *m, bool over)
+{
+    if (!over) {
+        if (m->health.over_memory_limit)
+            hs_health_ok(&m->health, hs_now_ms());
+        m->health.over_memory_limit = false;
+        return;
+    }
+    char why[HS_HEALTH_ERROR_LEN];
+    snprintf(why, sizeof(why),
+             "pipeline %s: resident memory %" PRIu64 " MiB (after malloc_trim) is above the soft "
+             "limit %" PRIu64 " MiB",
+             m->base.pipeline ? m->base.pipeline : "-", m->rss / MIB, m->soft / MIB);
+    hs_health_failed(&m->health, hs_now_ms(), why);
+    m->health.over_memory_limit = true;
+}
+
+/* Takes a reading. Above the soft limit, the resident set may be mostly heap that was freed but
+ * that glibc keeps for reuse (one large request leaves hundreds of MiB so): that is given back
+ * first and the verdict is on the reading after it, so only memory in use refuses data. A trim
+ * walks the heap's free lists, so at most once per interval, not on every batch. */
 static void ml_check(struct ml *m)
 {
     uint64_t now = m->probe.now_ms(m->probe.ud);
     m->rss = m->probe.rss(m->probe.ud);
     m->checked_ms = now;
     m->have_reading = true;
-    if (m->rss > m->hard &&
+    if (m->rss > m->soft &&
         (!m->trimmed_once || now - m->trimmed_ms >= m->conf.check_interval_ms)) {
+        uint64_t before = m->rss;
         m->probe.trim(m->probe.ud);
         hs_counter_add(m->trims, 1);
         m->trimmed_ms = now;
         m->trimmed_once = true;
         m->rss = m->probe.rss(m->probe.ud);
+        hs_log_debug(m->base.id, "malloc_trim: %" PRIu64 " MiB resident before, %" PRIu64 " after",
+                     before / MIB, m->rss / MIB);
     }
     bool over = m->rss > m->soft;
     if (over != m->over_soft)
         hs_log(over ? HS_LOG_WARN : HS_LOG_INFO, m->base.id,
                over ? "memory use %" PRIu64 " MiB is above the soft limit %" PRIu64
-                      " MiB: refusing data"
+                      " MiB after giving freed heap back: refusing data"
                     : "memory use %" PRIu64 " MiB is below the soft limit %" PRIu64
                       " MiB again: accepting data",
                m->rss / MIB, m->soft / MIB);
     m->over_soft = over;
+    ml_health(m, over);
 }
 
 static void ml_on_timer(uv_timer_t *t)
@@ -348,17 +382,23 @@ static int ml_start(struct hs_component *c, const struct hs_host *host)
                                     "limit (the receivers count the refused items)",
                                     labels);
     m->trims = hs_metrics_counter(host->metrics, "processor_memory_limiter_trims_total",
-                                  "Times freed heap was given back above the hard limit", labels);
+                                  "Times freed heap was given back to the system (above the soft "
+                                  "limit, at most once per check_interval)",
+                                  labels);
     hs_metrics_gauge(host->metrics, "processor_memory_limiter_soft_limit_bytes",
                      "Resident memory above which data is refused", labels, gauge_soft, m);
     hs_metrics_gauge(host->metrics, "processor_memory_limiter_hard_limit_bytes",
-                     "Resident memory above which freed heap is given back", labels, gauge_hard, m);
+                     "The memory limit configured (limit_mib or limit_percentage)", labels,
+                     gauge_hard, m);
     hs_metrics_gauge(host->metrics, "processor_memory_limiter_rss_bytes",
-                     "The last resident memory reading", labels, gauge_rss, m);
+                     "The last resident memory reading (after giving freed heap back, when that "
+                     "ran)",
+                     labels, gauge_rss, m);
     hs_metrics_gauge(host->metrics, "processor_memory_limiter_refusing",
                      "1 while memory use is above the soft limit and data is refused, else 0",
                      labels, gauge_refusing, m);
     m->metrics = host->metrics;
+    hs_metrics_health(host->metrics, c->id, &m->health, m);
     uv_timer_init(host->loop, &m->timer);
     m->timer.data = m;
     uv_timer_start(&m->timer, ml_on_timer, m->conf.check_interval_ms, m->conf.check_interval_ms);

@@ -43,6 +43,7 @@ struct hs_traces;
 #define CORR_UI_TEXT 256          /* bytes of other /ui strings (span name, statement, link) */
 #define CORR_UI_ENTRY_BYTES 65536 /* hard cap of one /ui entry's memory */
 #define CORR_UI_LIST 64           /* top and grown functions kept per /ui entry */
+#define CORR_HOUSEKEEP_MS 1000    /* how often index expiry and shedding run */
 
 struct corr_config {
     struct {
@@ -102,7 +103,7 @@ enum corr_cold {
 struct corr_stats {
     struct hs_counter *checked, *slow, *annotated[3], *released_timeout, *profiles_indexed;
     struct hs_counter *ev_service, *ev_bucket, *ev_span, *ev_type, *ev_stale, *ev_latency,
-        *ev_fragment, *ev_parked_limit, *ev_expired, *ev_seen;
+        *ev_fragment, *ev_parked_limit, *ev_expired, *ev_seen, *ev_shed;
     struct hs_counter *cold[CORR_COLD_N];
     struct hs_counter *tenant_mismatch; /* labels.trace_tenant refused: not the token's tenant */
     struct hs_counter dummy; /* every pointer aims here until start() registers the metrics */
@@ -223,6 +224,7 @@ struct corr_index {
     /* called before a service is freed (its parked spans must leave) */
     void (*on_evict)(void *ud, struct corr_svc *svc);
     void *ud;
+    uint64_t shed_reading_ms; /* the memory_limiter reading the index was last shed for */
 };
 
 int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
@@ -245,6 +247,12 @@ struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, str
 int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms, uint64_t recent_ms);
 /* The service's types in the order matching tries them (by rank); returns their count. */
 uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
+/* Frees the least recently used services until the index counts at most `bytes`, each counted
+ * in `why`; returns how many left. */
+uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why);
+/* Expires services, and sheds half the index (ev_shed) when a memory_limiter registered in m
+ * has a reading above its soft limit that it was not shed for yet. Returns services shed. */
+uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
 int corr_index_scratch(struct corr_index *ix, size_t n);
 /* The display name of a function name (writes into out, returns its length). */
@@ -499,7 +507,8 @@ struct correlator {
     hs_corr_clock_fn clock;
     void *clock_ud;
     uv_timer_t timer;
-    bool started, closing, timer_open;
+    uv_timer_t housekeep; /* index expiry and shedding, whether or not spans are parked */
+    bool started, closing, timer_open, housekeep_open;
     hs_done_cb done;
     struct corr_parked *parked_head, *parked_tail;
     uint32_t nparked;
@@ -583,6 +592,9 @@ void corr_put_grown(const struct correlator *c, const struct corr_matched *m, st
 void hs_correlator_set_clock(struct hs_component *c, hs_corr_clock_fn fn, void *ud);
 /* What the timer does: releases spans past max_wait, retries refused output, expires services. */
 void hs_correlator_tick(struct hs_component *c);
+/* What the housekeeping timer does every CORR_HOUSEKEEP_MS: expires services, and sheds half
+ * the index when a memory_limiter has a new reading above its soft limit. */
+void hs_correlator_housekeep(struct hs_component *c);
 /* Spans parked now. */
 uint32_t hs_correlator_parked(struct hs_component *c);
 

@@ -2,6 +2,7 @@
  * ring of time buckets holding per-function self/total, the heaviest stacks and per-span-id
  * aggregates (each function's exact totals, the heaviest stacks); memory capped per service and
  * in total, least recently used services first out. */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -21,10 +22,27 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
     return h ^ (h >> 32);
 }
 
+/* What an allocation really takes from the heap: the allocator's usable size plus its chunk
+ * header (glibc rounds every request up to 16 bytes, at least 32, and puts 8 before it). The
+ * index counts this, not the sizes it asked for: its many small allocations (a stack's frames,
+ * a function's name) cost up to twice their size, and max_bytes is meant to bound memory. */
+static size_t heap_size(const void *p)
+{
+    return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0;
+}
+
 static void account(struct corr_index *ix, struct corr_svc *svc, ssize_t delta)
 {
     svc->bytes = (size_t)((ssize_t)svc->bytes + delta);
     ix->bytes = (size_t)((ssize_t)ix->bytes + delta);
+}
+
+/* A bucket's own count (what freeing it gives back) moves with its service's and the index's. */
+static void bucket_account(struct corr_index *ix, struct corr_svc *svc, struct corr_bucket *b,
+                           ssize_t delta)
+{
+    b->bytes = (size_t)((ssize_t)b->bytes + delta);
+    account(ix, svc, delta);
 }
 
 /* ---- services --------------------------------------------------------------------------- */
@@ -62,6 +80,7 @@ static void stack_free(struct corr_stack *st)
     st->fids = NULL;
 }
 
+/* Returns what the bucket counted, itself included. */
 static size_t bucket_free(struct corr_bucket *b)
 {
     if (!b)
@@ -133,7 +152,7 @@ int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
     ix->stats = stats;
     ix->mask = 63;
     ix->table = hs_xcalloc(ix->mask + 1, sizeof(*ix->table));
-    ix->bytes = (ix->mask + 1) * sizeof(*ix->table);
+    ix->bytes = heap_size(ix->table);
     return 0;
 }
 
@@ -172,7 +191,7 @@ static void table_grow(struct corr_index *ix)
             s->hnext = nt[s->hash & nmask];
             nt[s->hash & nmask] = s;
         }
-    ix->bytes += (nmask - ix->mask) * sizeof(*nt);
+    ix->bytes = ix->bytes + heap_size(nt) - heap_size(ix->table);
     free(ix->table);
     ix->table = nt;
     ix->mask = nmask;
@@ -231,7 +250,7 @@ static struct corr_svc *svc_get(struct corr_index *ix, struct hs_str t, struct h
     s->hnext = ix->table[h & ix->mask];
     ix->table[h & ix->mask] = s;
     ix->count++;
-    account(ix, s, (ssize_t)(sizeof(*s) + len));
+    account(ix, s, (ssize_t)(heap_size(s) + heap_size(s->key)));
     lru_front(ix, s);
     if (ix->count > (ix->mask + 1))
         table_grow(ix);
@@ -276,8 +295,8 @@ static void name_slots_grow(struct corr_index *ix, struct corr_svc *s)
         dslots[i] = f + 1;
     }
     account(ix, s,
-            (ssize_t)((nmask - (s->name_slots ? s->name_mask : (uint32_t)-1)) * 2 *
-                      sizeof(*slots)));
+            (ssize_t)(heap_size(slots) + heap_size(dslots)) -
+                (ssize_t)(heap_size(s->name_slots) + heap_size(s->disp_slots)));
     free(s->name_slots);
     free(s->disp_slots);
     s->name_slots = slots;
@@ -319,10 +338,11 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     }
     if (s->nnames == s->capnames) {
         uint32_t cap = s->capnames ? s->capnames * 2 : 16;
+        ssize_t was = (ssize_t)heap_size(s->names);
         s->names = realloc(s->names, cap * sizeof(*s->names));
         if (!s->names)
             abort();
-        account(ix, s, (ssize_t)((cap - s->capnames) * sizeof(*s->names)));
+        account(ix, s, (ssize_t)heap_size(s->names) - was);
         s->capnames = cap;
     }
     if ((s->nnames + 1) * 2 > s->name_mask + 1 || !s->name_slots) /* keep load under 1/2 */
@@ -340,8 +360,8 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     if (ix->rules && hs_frame_is_library(ix->rules, name, file, &lib))
         nm->lib = hs_xstrndup(lib.len ? lib.ptr : "library", lib.len ? lib.len : 7);
     account(ix, s,
-            (ssize_t)(n + fl + 2 + (nm->disp != nm->name ? dlen + 1 : 0) +
-                      (nm->lib ? strlen(nm->lib) + 1 : 0)));
+            (ssize_t)(heap_size(nm->name) + heap_size(nm->file) + heap_size(nm->lib) +
+                      (nm->disp != nm->name ? heap_size(nm->disp) : 0)));
     nm->ambiguous = nm->same_name = false;
     uint32_t i = (uint32_t)h & s->name_mask;
     while (s->name_slots[i])
@@ -363,6 +383,9 @@ int corr_index_scratch(struct corr_index *ix, size_t n)
         free(m);
         return HS_ENOMEM;
     }
+    /* the index's, not a service's: freed with the index */
+    ix->bytes =
+        ix->bytes + heap_size(s) + heap_size(m) - heap_size(ix->scratch) - heap_size(ix->mark);
     free(ix->scratch);
     free(ix->mark);
     ix->scratch = s;
@@ -392,7 +415,7 @@ static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, con
     t->ring = hs_xcalloc(t->nring, sizeof(*t->ring));
     t->newest = INT64_MIN;
     t->max_until_ns = INT64_MIN;
-    account(ix, s, (ssize_t)(strlen(id) + 1 + t->nring * sizeof(*t->ring)));
+    account(ix, s, (ssize_t)(heap_size(t->id) + heap_size(t->ring)));
     return t;
 }
 
@@ -425,11 +448,12 @@ static void baseline_fold(struct corr_index *ix, struct corr_svc *s, struct corr
     if (!b || b->total <= 0)
         return;
     if (t->nbase < s->nnames) {
+        ssize_t was = (ssize_t)heap_size(t->base);
         double *nb = realloc(t->base, s->nnames * sizeof(*nb));
         if (!nb)
             return;
         memset(nb + t->nbase, 0, (s->nnames - t->nbase) * sizeof(*nb));
-        account(ix, s, (ssize_t)((s->nnames - t->nbase) * sizeof(*nb)));
+        account(ix, s, (ssize_t)heap_size(nb) - was);
         t->base = nb;
         t->nbase = s->nnames;
     }
@@ -455,7 +479,7 @@ static size_t stack_set(struct corr_stack *st, const uint32_t *fids, uint32_t de
     st->depth = depth;
     st->hash = h;
     st->value = v;
-    return depth * sizeof(*fids);
+    return heap_size(st->fids);
 }
 
 /* Adds a stack to a top-K set: merged when present; kept while there is room; otherwise it
@@ -480,7 +504,7 @@ static ssize_t topk_add(struct corr_stack *set, uint32_t *n, uint32_t k, int64_t
         return 0;
     }
     *other += set[min].value;
-    ssize_t freed = (ssize_t)(set[min].depth * sizeof(uint32_t));
+    ssize_t freed = (ssize_t)heap_size(set[min].fids);
     stack_free(&set[min]);
     return (ssize_t)stack_set(&set[min], fids, depth, h, v) - freed;
 }
@@ -503,18 +527,18 @@ static struct corr_spanagg *span_get(struct corr_index *ix, struct corr_svc *s,
     }
     if (b->nspans == b->capspans) {
         uint32_t cap = b->capspans ? b->capspans * 2 : 8;
+        ssize_t was = (ssize_t)(heap_size(b->spans) + heap_size(b->span_slots));
         struct corr_spanagg *ns = realloc(b->spans, cap * sizeof(*ns));
         uint32_t *slots = calloc(cap * 2, sizeof(*slots));
+        if (ns)
+            b->spans = ns;
         if (!ns || !slots) {
             free(slots);
-            if (ns)
-                b->spans = ns;
+            bucket_account(ix, s, b,
+                           (ssize_t)(heap_size(b->spans) + heap_size(b->span_slots)) - was);
             return NULL;
         }
-        b->spans = ns;
-        ssize_t d = (ssize_t)((cap - b->capspans) * (sizeof(*ns) + 2 * sizeof(*slots)));
-        b->bytes += (size_t)d;
-        account(ix, s, d);
+        bucket_account(ix, s, b, (ssize_t)(heap_size(ns) + heap_size(slots)) - was);
         free(b->span_slots);
         b->span_slots = slots;
         b->capspans = cap;
@@ -543,7 +567,7 @@ static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
     if (b && b->idx == idx)
         return b;
     if (b) { /* a bucket past retention: the ring's ordinary turnover, not an eviction */
-        account(ix, s, -(ssize_t)(bucket_free(b) + sizeof(*b)));
+        account(ix, s, -(ssize_t)bucket_free(b));
         t->ring[slot] = NULL;
     }
     b = hs_xcalloc(1, sizeof(*b));
@@ -551,7 +575,7 @@ static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
     b->min_from = INT64_MAX;
     b->max_until = INT64_MIN;
     t->ring[slot] = b;
-    account(ix, s, (ssize_t)sizeof(*b));
+    bucket_account(ix, s, b, (ssize_t)heap_size(b));
     return b;
 }
 
@@ -572,12 +596,11 @@ static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct c
         if (!pos[fid]) {
             if (b->nfuncs == b->capfuncs) {
                 uint32_t cap = b->capfuncs ? b->capfuncs * 2 : 16;
+                ssize_t was = (ssize_t)heap_size(b->funcs);
                 struct corr_fval *nf = realloc(b->funcs, cap * sizeof(*nf));
                 if (!nf)
                     continue;
-                ssize_t d = (ssize_t)((cap - b->capfuncs) * sizeof(*nf));
-                b->bytes += (size_t)d;
-                account(ix, s, d);
+                bucket_account(ix, s, b, (ssize_t)heap_size(nf) - was);
                 b->funcs = nf;
                 b->capfuncs = cap;
             }
@@ -608,17 +631,16 @@ static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct 
         b->total += v;
         if (b->nstacks == b->capstacks && b->capstacks < CORR_TOP_STACKS) {
             uint32_t cap = b->capstacks ? b->capstacks * 2 : 8;
+            ssize_t was = (ssize_t)heap_size(b->stacks);
             struct corr_stack *ns = realloc(b->stacks, cap * sizeof(*ns));
             if (ns) {
                 b->stacks = ns;
-                b->bytes += (cap - b->capstacks) * sizeof(*ns);
-                account(ix, s, (ssize_t)((cap - b->capstacks) * sizeof(*ns)));
+                bucket_account(ix, s, b, (ssize_t)heap_size(ns) - was);
                 b->capstacks = cap;
             }
         }
         ssize_t d = topk_add(b->stacks, &b->nstacks, b->capstacks, &b->other, fids, depth, h, v);
-        b->bytes = (size_t)((ssize_t)b->bytes + d);
-        account(ix, s, d);
+        bucket_account(ix, s, b, d);
     }
 }
 
@@ -628,11 +650,12 @@ static ssize_t span_stacks_room(struct corr_spanagg *a)
     if (a->nstacks < a->capstacks || a->capstacks >= CORR_SPAN_STACKS)
         return 0;
     uint32_t cap = a->capstacks ? HS_MIN(a->capstacks * 2, CORR_SPAN_STACKS) : 4;
+    ssize_t was = (ssize_t)heap_size(a->stacks);
     struct corr_stack *ns = realloc(a->stacks, cap * sizeof(*ns));
     if (!ns)
         abort();
     a->stacks = ns;
-    ssize_t d = (ssize_t)((cap - a->capstacks) * sizeof(*ns));
+    ssize_t d = (ssize_t)heap_size(ns) - was;
     a->capstacks = cap;
     return d;
 }
@@ -646,10 +669,11 @@ static ssize_t span_add_func(struct corr_spanagg *a, int64_t *pos, uint32_t fid,
     if (!pos[fid]) {
         if (a->nfuncs == a->capfuncs) {
             uint32_t cap = a->capfuncs ? a->capfuncs * 2 : 8;
+            ssize_t was = (ssize_t)heap_size(a->funcs);
             struct corr_fval *nf = realloc(a->funcs, cap * sizeof(*nf));
             if (!nf)
                 abort();
-            d = (ssize_t)((cap - a->capfuncs) * sizeof(*nf));
+            d = (ssize_t)heap_size(nf) - was;
             a->funcs = nf;
             a->capfuncs = cap;
         }
@@ -734,8 +758,7 @@ static void bucket_add_spans(struct corr_index *ix, struct corr_svc *s, struct c
         if (!a)
             continue;
         ssize_t d = span_add(ix, a, sum, fmap, order + start[k], start[k + 1] - start[k], col);
-        b->bytes = (size_t)((ssize_t)b->bytes + d);
-        account(ix, s, d);
+        bucket_account(ix, s, b, d);
     }
     free(fill);
     free(order);
@@ -759,7 +782,7 @@ static void svc_trim(struct corr_index *ix, struct corr_svc *s, const struct cor
             }
         if (!ot)
             return; /* only the newest bucket is left: it stays, over the cap */
-        account(ix, s, -(ssize_t)(bucket_free(ot->ring[oslot]) + sizeof(struct corr_bucket)));
+        account(ix, s, -(ssize_t)bucket_free(ot->ring[oslot]));
         ot->ring[oslot] = NULL;
         hs_counter_add(ix->stats->ev_bucket, 1);
     }
@@ -843,4 +866,37 @@ void corr_index_expire(struct corr_index *ix, uint64_t now_ms)
     /* the LRU tail was used least recently: stop at the first one still fresh */
     while (ix->lru_tail && ix->lru_tail->last_seen_ms + ix->conf->retention_ms < now_ms)
         svc_remove(ix, ix->lru_tail, ix->stats->ev_expired);
+}
+
+uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why)
+{
+    uint32_t n = 0;
+    for (; ix->lru_tail && ix->bytes > bytes; n++)
+        svc_remove(ix, ix->lru_tail, why);
+    return n;
+}
+
+/* The newest reading (hs_now_ms) of a memory_limiter above its soft limit, 0 when none is. */
+static void memory_visit(void *arg, const char *component, const struct hs_health *h)
+{
+    uint64_t *newest = arg;
+    if (h->over_memory_limit && h->last_failure_ms > *newest)
+        *newest = h->last_failure_ms;
+}
+
+/* While a limiter refuses data (memory in use above its soft limit even after it gave freed
+ * heap back), half the index goes, least recently used first, once per reading that still finds
+ * it so: the index is a cache, and it could not shrink otherwise (no profile gets in to evict,
+ * retention would take 15 minutes of refusals). The limiter's next trim hands what was freed
+ * back to the system. */
+uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms)
+{
+    corr_index_expire(ix, now_ms);
+    uint64_t reading = 0;
+    if (m)
+        hs_metrics_health_each(m, memory_visit, &reading);
+    if (!reading || reading == ix->shed_reading_ms)
+        return 0;
+    ix->shed_reading_ms = reading;
+    return corr_index_shed(ix, ix->bytes / 2, ix->stats->ev_shed);
 }

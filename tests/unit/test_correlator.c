@@ -580,6 +580,71 @@ static void test_index_bounds_and_evictions(void **state)
     teardown(&f);
 }
 
+/* Expiry runs on its own timer: with nothing parked (the memory_limiter refusing every span,
+ * say), a service past retention still leaves. Waits for the real timer (CORR_HOUSEKEEP_MS). */
+static void test_index_expires_with_nothing_parked(void **state)
+{
+    struct fx f;
+    setup(&f, "{retention: 1m}");
+    const struct pstack st[] = {{{"x", "y"}, 5, NULL}};
+    assert_int_equal(send_profiles(&f, NULL, mkprofile("lonely", 0, 10, st, 1)), 0);
+    struct correlator *c = hs_container_of(f.c, struct correlator, base);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    assert_non_null(corr_index_find(&c->index, HS_STR(""), HS_STR("lonely")));
+    fake_now += 60 * 1000 + 1;
+    uv_handle_t *h = (uv_handle_t *)&c->housekeep;
+    assert_false(uv_has_ref(h)); /* never keeps the loop alive on its own */
+    uv_ref(h);                   /* here it must, so that UV_RUN_ONCE waits for it */
+    uv_run(&f.loop, UV_RUN_ONCE);
+    uv_unref(h);
+    assert_null(corr_index_find(&c->index, HS_STR(""), HS_STR("lonely")));
+    assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service_expired\""), 1);
+    teardown(&f); /* and shutdown closes it: uv_loop_close would fail otherwise */
+}
+
+/* While a memory_limiter refuses data, each of its new readings sheds half the index, least
+ * recently used services first; the same reading twice sheds once, and none when it accepts. */
+static void test_index_shed_while_memory_limiter_refuses(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    struct correlator *c = hs_container_of(f.c, struct correlator, base);
+    for (int i = 0; i < 16; i++) {
+        const struct pstack st[] = {{{"x", "y"}, 5, NULL}};
+        char name[16];
+        snprintf(name, sizeof(name), "svc-%02d", i);
+        struct hs_profile *p = mkprofile(name, 0, 10, st, 1);
+        assert_non_null(corr_index_add(&c->index, "", p, fake_now));
+        hs_profile_free(p);
+    }
+    struct hs_health limiter = {0};
+    hs_metrics_health(f.m, "memory_limiter", &limiter, &limiter);
+    hs_correlator_housekeep(f.c); /* accepting: nothing goes */
+    assert_int_equal(c->index.count, 16);
+    hs_health_failed(&limiter, 5000, "over");
+    limiter.over_memory_limit = true;
+    size_t before = c->index.bytes;
+    hs_correlator_housekeep(f.c);
+    uint64_t shed = metric(&f, "correlator_evictions_total", ",what=\"service_shed\"");
+    assert_true(shed >= 6 && shed <= 10);
+    assert_int_equal(c->index.count, 16 - shed);
+    assert_true(c->index.bytes <= before / 2);
+    assert_null(corr_index_find(&c->index, HS_STR(""), HS_STR("svc-00"))); /* oldest first */
+    assert_non_null(corr_index_find(&c->index, HS_STR(""), HS_STR("svc-15")));
+    hs_correlator_housekeep(f.c); /* the same reading: its effect is not known yet */
+    assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service_shed\""), shed);
+    hs_health_failed(&limiter, 6000, "still over");
+    hs_correlator_housekeep(f.c);
+    assert_true(metric(&f, "correlator_evictions_total", ",what=\"service_shed\"") > shed);
+    hs_health_ok(&limiter, 7000);
+    limiter.over_memory_limit = false;
+    size_t left = c->index.count;
+    hs_correlator_housekeep(f.c);
+    assert_int_equal(c->index.count, left);
+    hs_metrics_gauge_remove(f.m, &limiter);
+    teardown(&f);
+}
+
 static void test_config_errors(void **state)
 {
     const char *yaml = "{bucket: 1m, retention: 30s, top: 0, slow: {factor: -1}, nope: 1}";
@@ -638,6 +703,8 @@ int main(void)
         cmocka_unit_test(test_n_plus_one_per_tenant),
         cmocka_unit_test(test_latency_baseline_factor),
         cmocka_unit_test(test_index_bounds_and_evictions),
+        cmocka_unit_test(test_index_expires_with_nothing_parked),
+        cmocka_unit_test(test_index_shed_while_memory_limiter_refuses),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_names_and_statements),
     };

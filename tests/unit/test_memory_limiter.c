@@ -1,6 +1,8 @@
 /* test_memory_limiter.c: the memory_limiter processor with a fake probe (RSS, clock, trim):
  * ready() flips at the soft limit and back, a stale reading is refreshed when data arrives,
- * malloc_trim above the hard limit once per interval, pass-through unchanged, config checks. */
+ * freed heap handed back above the soft limit (once per interval) before refusing, back to
+ * accepting after a spike on the timer alone, the health source /healthz/ready reads,
+ * pass-through unchanged, config checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +38,7 @@ void hs_memory_limiter_set_probe(struct hs_component *c, const struct hs_memory_
 struct fake_probe {
     uint64_t rss, now, total;
     uint64_t rss_after_trim; /* 0: trimming frees nothing */
+    uint64_t step;           /* ms the clock moves at each reading of it (the timer test) */
     int reads, trims;
 };
 
@@ -48,7 +51,9 @@ static uint64_t fp_rss(void *ud)
 
 static uint64_t fp_now(void *ud)
 {
-    return ((struct fake_probe *)ud)->now;
+    struct fake_probe *p = ud;
+    p->now += p->step;
+    return p->now;
 }
 
 static uint64_t fp_total(void *ud)
@@ -212,7 +217,7 @@ static void test_ready_flips_at_soft_limit_and_back(void **state)
     assert_int_equal(hs_consumer_traces(&up, hs_traces_wrap(bytes, 3, 3, 1, 1)), HS_EAGAIN);
     assert_int_equal(fx.fake.traces, 0);
     assert_true(metric_value(fx.m, REFUSED) >= 2);
-    assert_int_equal(fx.probe.trims, 0); /* below the hard limit: no trim */
+    assert_int_equal(fx.probe.trims, 1); /* tried to give freed heap back first: nothing freed */
 
     fx.probe.rss = 60 * MIB;
     assert_false(ML.ready(fx.ml)); /* the reading is fresh: it is not taken again */
@@ -234,7 +239,7 @@ static void test_stale_reading_refreshed_when_data_arrives(void **state)
     assert_true(ML.ready(fx.ml));
     advance(&fx, 1);
     assert_false(ML.ready(fx.ml)); /* read at once, not at the next timer tick */
-    assert_int_equal(fx.probe.reads, reads + 1);
+    assert_int_equal(fx.probe.reads, reads + 2); /* and again after trying a trim */
     teardown(&fx);
 }
 
@@ -248,11 +253,36 @@ static void test_timer_takes_readings(void **state)
     teardown(&fx);
 }
 
-static void test_trims_above_hard_limit_once_per_interval(void **state)
+/* The stuck limiter of issue 15: one large request leaves RSS between the soft and the hard
+ * limit, all of it freed heap glibc keeps. The trim comes before the verdict: never refused. */
+static void test_freed_heap_above_soft_limit_is_given_back_not_refused(void **state)
+{
+    struct fixture fx;
+    setup(&fx, "{limit_mib: 512, check_interval: 1h}", 20 * MIB); /* soft 409.6 MiB */
+    fx.probe.rss = 479 * MIB;
+    fx.probe.rss_after_trim = 25 * MIB;
+    advance(&fx, 3600000);
+    assert_true(ML.ready(fx.ml));
+    assert_int_equal(fx.probe.trims, 1);
+    assert_true(metric_value(fx.m, REFUSED) == 0);
+    assert_true(metric_value(fx.m,
+                             "hotspan_processor_memory_limiter_rss_bytes{processor="
+                             "\"memory_limiter\",pipeline=\"traces\"} ") == (double)(25 * MIB));
+    assert_true(metric_value(fx.m, "hotspan_processor_memory_limiter_refusing{processor="
+                                   "\"memory_limiter\",pipeline=\"traces\"} ") == 0);
+    /* below the soft limit nothing is trimmed: glibc's free lists are left to do their job */
+    fx.probe.rss = 300 * MIB;
+    advance(&fx, 3600000);
+    assert_true(ML.ready(fx.ml));
+    assert_int_equal(fx.probe.trims, 1);
+    teardown(&fx);
+}
+
+static void test_trims_above_soft_limit_once_per_interval(void **state)
 {
     struct fixture fx;
     setup(&fx, "{limit_mib: 100, spike_limit_mib: 10, check_interval: 1h}", 10 * MIB);
-    fx.probe.rss = 120 * MIB;
+    fx.probe.rss = 95 * MIB; /* above the soft limit (90), below the hard one */
     advance(&fx, 3600000);
     assert_false(ML.ready(fx.ml));
     assert_int_equal(fx.probe.trims, 1);
@@ -263,6 +293,72 @@ static void test_trims_above_hard_limit_once_per_interval(void **state)
     advance(&fx, 3600000);
     assert_true(ML.ready(fx.ml));
     assert_int_equal(fx.probe.trims, 2);
+    teardown(&fx);
+}
+
+/* A spike of memory in use (refused), then freed but kept by the allocator: the timer alone,
+ * with no data arriving (all of it is being refused), gives it back and lets data in again
+ * within two intervals. */
+static void test_back_to_accepting_after_spike_on_the_timer(void **state)
+{
+    struct fixture fx;
+    setup(&fx, "{limit_mib: 100, check_interval: 10ms}", 10 * MIB);
+    fx.probe.rss = 150 * MIB; /* in use: a trim frees nothing */
+    advance(&fx, 10);
+    assert_false(ML.ready(fx.ml));
+    int trims = fx.probe.trims;
+    assert_int_equal(trims, 1);
+    /* the spike is over: freed, but glibc keeps 90 MiB resident, below the hard limit */
+    fx.probe.rss = 90 * MIB;
+    fx.probe.rss_after_trim = 30 * MIB;
+    fx.probe.step = 5; /* the clock moves as the loop runs */
+    for (int i = 0; i < 4 && fx.probe.trims == trims; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE); /* one timer tick (10 ms of real time) */
+    assert_int_equal(fx.probe.trims, trims + 1);
+    fx.probe.step = 0;
+    assert_true(ML.ready(fx.ml)); /* the timer's reading, fresh: accepted at once */
+    teardown(&fx);
+}
+
+struct health_seen {
+    int n;
+    bool over;
+    char component[64], error[HS_HEALTH_ERROR_LEN];
+};
+
+static void health_visit(void *arg, const char *component, const struct hs_health *h)
+{
+    struct health_seen *s = arg;
+    s->n++;
+    s->over = h->over_memory_limit && h->failing_since_ms != 0;
+    snprintf(s->component, sizeof(s->component), "%s", component);
+    snprintf(s->error, sizeof(s->error), "%s", h->last_error);
+}
+
+/* /healthz/ready reads the limiter's health source: over_memory_limit exactly while refusing,
+ * saying why; gone after shutdown. */
+static void test_health_source_while_refusing(void **state)
+{
+    struct fixture fx;
+    setup(&fx, "{limit_mib: 100, check_interval: 1h}", 10 * MIB);
+    struct health_seen seen = {0};
+    assert_int_equal(hs_metrics_health_each(fx.m, health_visit, &seen), 1);
+    assert_false(seen.over);
+    assert_string_equal(seen.component, "memory_limiter");
+    fx.probe.rss = 95 * MIB;
+    advance(&fx, 3600000);
+    assert_false(ML.ready(fx.ml));
+    seen = (struct health_seen){0};
+    hs_metrics_health_each(fx.m, health_visit, &seen);
+    assert_true(seen.over);
+    assert_non_null(strstr(seen.error, "pipeline traces: resident memory 95 MiB"));
+    assert_non_null(strstr(seen.error, "above the soft limit 80 MiB"));
+    fx.probe.rss = 50 * MIB;
+    advance(&fx, 3600000);
+    assert_true(ML.ready(fx.ml));
+    seen = (struct health_seen){0};
+    hs_metrics_health_each(fx.m, health_visit, &seen);
+    assert_false(seen.over);
     teardown(&fx);
 }
 
@@ -388,7 +484,10 @@ int main(void)
         cmocka_unit_test(test_ready_flips_at_soft_limit_and_back),
         cmocka_unit_test(test_stale_reading_refreshed_when_data_arrives),
         cmocka_unit_test(test_timer_takes_readings),
-        cmocka_unit_test(test_trims_above_hard_limit_once_per_interval),
+        cmocka_unit_test(test_freed_heap_above_soft_limit_is_given_back_not_refused),
+        cmocka_unit_test(test_trims_above_soft_limit_once_per_interval),
+        cmocka_unit_test(test_back_to_accepting_after_spike_on_the_timer),
+        cmocka_unit_test(test_health_source_while_refusing),
         cmocka_unit_test(test_passes_data_on_unchanged),
         cmocka_unit_test(test_gauges),
         cmocka_unit_test(test_config_errors),
