@@ -12,61 +12,77 @@
 #include "pdata/otlp_profiles_int.h"
 #include "pdata/pprof_int.h"
 
+/* A step of the path to the value being checked, rendered only for a message. */
+struct seg {
+    const char *name; /* ".samples", "dictionary.stack_table", ".value" */
+    size_t index;     /* SIZE_MAX: none */
+};
+
+enum { CHK_SEGS = 64 };
+
 struct chk {
     const struct hs_otlp_request *r;
     const op_dict *d;
     const struct hs_otlp_profiles_limits *lim;
-    char path[256]; /* where the walk is, e.g. "dictionary.location_table[3]" */
-    size_t plen;
+    struct seg segs[CHK_SEGS]; /* where the walk is, e.g. "dictionary.location_table[3]" */
+    uint32_t nsegs;
     uint32_t *stack_depth; /* [n_stack_table]: frames, inlined ones included, saturating */
     char *err;
     size_t errlen;
 };
 
-/* Appends ".name" or "[i]" (fmt) to the path; returns the length to pop back to. */
-__attribute__((format(printf, 2, 3))) static size_t push(struct chk *c, const char *fmt, ...)
+static uint32_t push(struct chk *c, const char *name, size_t index)
 {
-    size_t old = c->plen;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(c->path + c->plen, sizeof(c->path) - c->plen, fmt, ap);
-    va_end(ap);
-    if (w > 0)
-        c->plen = HS_MIN(c->plen + (size_t)w, sizeof(c->path) - 1);
-    return old;
+    if (c->nsegs < CHK_SEGS)
+        c->segs[c->nsegs] = (struct seg){name, index};
+    return c->nsegs++;
 }
 
-static void pop(struct chk *c, size_t old)
+static void pop(struct chk *c, uint32_t old)
 {
-    c->plen = old;
-    c->path[old] = '\0';
+    c->nsegs = old;
 }
 
 /* "<path>.<field>: <message>" (no field: "<path>: <message>"). */
 __attribute__((format(printf, 4, 5))) static int fail(struct chk *c, int code, const char *field,
                                                       const char *fmt, ...)
 {
-    char msg[200];
+    char path[320] = "", msg[200];
+    size_t n = 0;
+    for (uint32_t i = 0; i < c->nsegs && i < CHK_SEGS && n < sizeof(path) - 1; i++) {
+        const struct seg *g = &c->segs[i];
+        int w = g->index == SIZE_MAX
+                    ? snprintf(path + n, sizeof(path) - n, "%s", g->name)
+                    : snprintf(path + n, sizeof(path) - n, "%s[%zu]", g->name, g->index);
+        n = w < 0 ? n : HS_MIN(n + (size_t)w, sizeof(path) - 1);
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    snprintf(c->err, c->errlen, "%s%s%s: %s", c->path, field && c->plen ? "." : "",
-             field ? field : "", msg);
+    snprintf(c->err, c->errlen, "%s%s%s: %s", path, field && n ? "." : "", field ? field : "", msg);
     return code;
 }
 
-static int idx(struct chk *c, int64_t i, size_t n, const char *table, const char *field)
+/* Index i of a table of n entries; the field is formatted only when it fails (checks run per
+ * sample and per stack frame). */
+__attribute__((format(printf, 5, 6))) static int idx(struct chk *c, int64_t i, size_t n,
+                                                     const char *table, const char *fmt, ...)
 {
     if (i >= 0 && (uint64_t)i < n)
         return 0;
+    char field[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(field, sizeof(field), fmt, ap);
+    va_end(ap);
     return fail(c, HS_EINVAL, field, "%lld is out of range (%s has %zu entries)", (long long)i,
                 table, n);
 }
 
 static int str_idx(struct chk *c, int64_t i, const char *field)
 {
-    return idx(c, i, c->d->n_string_table, "string_table", field);
+    return idx(c, i, c->d->n_string_table, "string_table", "%s", field);
 }
 
 /* A list of attribute_indices: within the attribute table and the count limit. */
@@ -77,9 +93,8 @@ static int attr_indices(struct chk *c, const int32_t *ix, size_t n)
         return fail(c, HS_E2BIG, "attribute_indices",
                     "%zu attributes, more than max_attributes (%u)", n, max);
     for (size_t i = 0; i < n; i++) {
-        char f[40];
-        snprintf(f, sizeof(f), "attribute_indices[%zu]", i);
-        int rc = idx(c, ix[i], c->d->n_attribute_table, "attribute_table", f);
+        int rc =
+            idx(c, ix[i], c->d->n_attribute_table, "attribute_table", "attribute_indices[%zu]", i);
         if (rc)
             return rc;
     }
@@ -107,14 +122,14 @@ static int check_any(struct chk *c, const op_any *v)
         return str_idx(c, v->string_value_strindex, "string_value_strindex");
     case OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE:
         for (size_t i = 0; rc == 0 && i < v->array_value->n_values; i++) {
-            size_t o = push(c, ".array_value.values[%zu]", i);
+            uint32_t o = push(c, ".array_value.values", i);
             rc = check_any(c, v->array_value->values[i]);
             pop(c, o);
         }
         return rc;
     case OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_KVLIST_VALUE:
         for (size_t i = 0; rc == 0 && i < v->kvlist_value->n_values; i++) {
-            size_t o = push(c, ".kvlist_value.values[%zu]", i);
+            uint32_t o = push(c, ".kvlist_value.values", i);
             rc = check_kv(c, v->kvlist_value->values[i]);
             pop(c, o);
         }
@@ -133,7 +148,7 @@ static int check_kv(struct chk *c, const op_kv *kv)
         return rc;
     if (!kv->value)
         return 0;
-    size_t o = push(c, ".value");
+    uint32_t o = push(c, ".value", SIZE_MAX);
     rc = check_any(c, kv->value);
     pop(c, o);
     return rc;
@@ -146,7 +161,7 @@ static int check_attributes(struct chk *c, op_kv *const *kvs, size_t n)
         return fail(c, HS_E2BIG, "attributes", "%zu attributes, more than max_attributes (%u)", n,
                     max);
     for (size_t i = 0; i < n; i++) {
-        size_t o = push(c, ".attributes[%zu]", i);
+        uint32_t o = push(c, ".attributes", i);
         int rc = check_kv(c, kvs[i]);
         pop(c, o);
         if (rc)
@@ -175,11 +190,13 @@ static int check_strings(struct chk *c)
         const char *s = d->string_table[i];
         size_t n = strlen(s);
         char f[40];
+        bool utf8 = hs_pprof_utf8_valid(s, n);
+        if (utf8 && (!max || n <= max))
+            continue;
         snprintf(f, sizeof(f), "string_table[%zu]", i);
-        if (!hs_pprof_utf8_valid(s, n))
+        if (!utf8)
             return fail(c, HS_EINVAL, f, "not valid UTF-8");
-        if (max && n > max)
-            return fail(c, HS_E2BIG, f, "%zu bytes, more than max_string_len (%u)", n, max);
+        return fail(c, HS_E2BIG, f, "%zu bytes, more than max_string_len (%u)", n, max);
     }
     return 0;
 }
@@ -197,12 +214,10 @@ static int check_location(struct chk *c, const op_location *l)
     if (l->mapping_index != 0 &&
         (rc = idx(c, l->mapping_index, c->d->n_mapping_table, "mapping_table", "mapping_index")))
         return rc;
-    for (size_t j = 0; j < l->n_lines; j++) {
-        char f[48];
-        snprintf(f, sizeof(f), "lines[%zu].function_index", j);
-        if ((rc = idx(c, l->lines[j]->function_index, c->d->n_function_table, "function_table", f)))
+    for (size_t j = 0; j < l->n_lines; j++)
+        if ((rc = idx(c, l->lines[j]->function_index, c->d->n_function_table, "function_table",
+                      "lines[%zu].function_index", j)))
             return rc;
-    }
     return attr_indices(c, l->attribute_indices, l->n_attribute_indices);
 }
 
@@ -232,7 +247,7 @@ static int check_kvu(struct chk *c, const op_kvu *a)
         return rc;
     if (!a->value)
         return 0;
-    size_t o = push(c, ".value");
+    uint32_t o = push(c, ".value", SIZE_MAX);
     rc = check_any(c, a->value);
     pop(c, o);
     return rc;
@@ -242,10 +257,8 @@ static int check_stack(struct chk *c, const op_stack *s, uint32_t *depth)
 {
     uint64_t frames = 0;
     for (size_t j = 0; j < s->n_location_indices; j++) {
-        char f[40];
-        snprintf(f, sizeof(f), "location_indices[%zu]", j);
         int32_t l = s->location_indices[j];
-        int rc = idx(c, l, c->d->n_location_table, "location_table", f);
+        int rc = idx(c, l, c->d->n_location_table, "location_table", "location_indices[%zu]", j);
         if (rc)
             return rc;
         size_t lines = c->d->location_table[l]->n_lines;
@@ -258,7 +271,7 @@ static int check_stack(struct chk *c, const op_stack *s, uint32_t *depth)
 /* Runs check_one on every entry of one table, with the path at "dictionary.<name>[i]". */
 #define CHECK_TABLE(c, name, call)                                                                 \
     for (size_t i = 0; i < (c)->d->n_##name; i++) {                                                \
-        size_t o_ = push((c), "dictionary." #name "[%zu]", i);                                     \
+        uint32_t o_ = push((c), "dictionary." #name, i);                                           \
         int rc_ = (call);                                                                          \
         pop((c), o_);                                                                              \
         if (rc_)                                                                                   \
@@ -267,7 +280,7 @@ static int check_stack(struct chk *c, const op_stack *s, uint32_t *depth)
 
 static int check_dictionary(struct chk *c)
 {
-    size_t o = push(c, "dictionary");
+    uint32_t o = push(c, "dictionary", SIZE_MAX);
     int rc = check_strings(c);
     pop(c, o);
     if (rc)
@@ -286,13 +299,9 @@ static int check_dictionary(struct chk *c)
 
 static int check_value_type(struct chk *c, const op_value_type *vt, const char *name)
 {
-    char f[48];
-    snprintf(f, sizeof(f), "%s.type_strindex", name);
-    int rc = str_idx(c, vt->type_strindex, f);
-    if (rc)
-        return rc;
-    snprintf(f, sizeof(f), "%s.unit_strindex", name);
-    return str_idx(c, vt->unit_strindex, f);
+    size_t n = c->d->n_string_table;
+    int rc = idx(c, vt->type_strindex, n, "string_table", "%s.type_strindex", name);
+    return rc ? rc : idx(c, vt->unit_strindex, n, "string_table", "%s.unit_strindex", name);
 }
 
 static int check_sample(struct chk *c, const op_sample *s)
@@ -346,7 +355,7 @@ static int check_profile(struct chk *c, const op_profile *p)
         return fail(c, HS_E2BIG, "samples", "%zu samples, more than max_samples (%u)", p->n_samples,
                     max);
     for (size_t i = 0; i < p->n_samples; i++) {
-        size_t o = push(c, ".samples[%zu]", i);
+        uint32_t o = push(c, ".samples", i);
         rc = check_sample(c, p->samples[i]);
         pop(c, o);
         if (rc)
@@ -361,7 +370,7 @@ static int check_scope(struct chk *c, const op_scope_profiles *sp)
     if ((rc = utf8(c, sp->schema_url, "schema_url")))
         return rc;
     if (sp->scope) {
-        size_t o = push(c, ".scope");
+        uint32_t o = push(c, ".scope", SIZE_MAX);
         if (!(rc = utf8(c, sp->scope->name, "name")) &&
             !(rc = utf8(c, sp->scope->version, "version")))
             rc = check_attributes(c, sp->scope->attributes, sp->scope->n_attributes);
@@ -370,7 +379,7 @@ static int check_scope(struct chk *c, const op_scope_profiles *sp)
             return rc;
     }
     for (size_t k = 0; k < sp->n_profiles; k++) {
-        size_t o = push(c, ".profiles[%zu]", k);
+        uint32_t o = push(c, ".profiles", k);
         rc = check_profile(c, sp->profiles[k]);
         pop(c, o);
         if (rc)
@@ -385,14 +394,14 @@ static int check_resource(struct chk *c, const op_resource_profiles *rp)
     if ((rc = utf8(c, rp->schema_url, "schema_url")))
         return rc;
     if (rp->resource) {
-        size_t o = push(c, ".resource");
+        uint32_t o = push(c, ".resource", SIZE_MAX);
         rc = check_attributes(c, rp->resource->attributes, rp->resource->n_attributes);
         pop(c, o);
         if (rc)
             return rc;
     }
     for (size_t j = 0; j < rp->n_scope_profiles; j++) {
-        size_t o = push(c, ".scope_profiles[%zu]", j);
+        uint32_t o = push(c, ".scope_profiles", j);
         rc = check_scope(c, rp->scope_profiles[j]);
         pop(c, o);
         if (rc)
@@ -417,7 +426,7 @@ int hs_otlp_check(const struct hs_otlp_request *r, const struct hs_otlp_profiles
         return fail(&c, HS_E2BIG, NULL, "decoded request exceeds the memory limit");
     int rc = check_dictionary(&c);
     for (size_t i = 0; rc == 0 && i < r->req->n_resource_profiles; i++) {
-        size_t o = push(&c, "resource_profiles[%zu]", i);
+        uint32_t o = push(&c, "resource_profiles", i);
         rc = check_resource(&c, r->req->resource_profiles[i]);
         pop(&c, o);
     }

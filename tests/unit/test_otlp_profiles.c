@@ -1027,8 +1027,14 @@ static void test_protobufjs_fixture(void **state)
     (void)state;
     const char *src = getenv("HS_SOURCE_DIR");
     char path[1024];
-    snprintf(path, sizeof(path), "%s/tests/unit/fixtures/otlp_profiles_protobufjs.pb",
-             src ? src : ".");
+    if (src) {
+        snprintf(path, sizeof(path), "%s/tests/unit/fixtures/otlp_profiles_protobufjs.pb", src);
+    } else { /* run by hand: beside this file */
+        snprintf(path, sizeof(path), "%s", __FILE__);
+        char *slash = strrchr(path, '/');
+        snprintf(slash ? slash + 1 : path, sizeof(path) - (size_t)(slash ? slash + 1 - path : 0),
+                 "fixtures/otlp_profiles_protobufjs.pb");
+    }
     FILE *f = fopen(path, "rb");
     if (!f)
         fail_msg("%s: missing (make it with tests/unit/fixtures/gen_otlp_profiles.mjs)", path);
