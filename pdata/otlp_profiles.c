@@ -365,15 +365,7 @@ void hs_otlp_request_free(struct hs_otlp_request *r)
 {
     if (!r)
         return;
-    if (r->maps) {
-        struct op_maps *m = r->maps;
-        void *arrays[] = {m->str_gen,  m->fn_gen,   m->loc_gen,    m->map_gen,   m->stk_gen,
-                          m->attr_gen, m->link_gen, m->str_idx,    m->fn_id,     m->loc_id,
-                          m->map_id,   m->stk_ids,  m->attr_label, m->link_label};
-        for (size_t i = 0; i < HS_ARRAY_SIZE(arrays); i++)
-            free(arrays[i]);
-        free(m);
-    }
+    hs_otlp_maps_free(r->maps);
     hs_arena_free(r->arena); /* r lives in it */
 }
 

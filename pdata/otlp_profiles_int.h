@@ -103,6 +103,9 @@ int hs_otlp_groups(const struct hs_otlp_request *r, uint32_t index, struct hs_ar
 int hs_otlp_build_pprof(struct hs_otlp_request *r, uint32_t index, const uint32_t *of_sample,
                         uint32_t group, int64_t time_ns, struct hs_arena *a, struct op_pprof *out);
 
+/* otlp_profiles_pprof.c: frees what the conversions of a request kept (NULL: nothing). */
+void hs_otlp_maps_free(struct op_maps *m);
+
 /* The bound on one built pprof's arena: its tree repeats per sample what the request says once. */
 #define OP_TREE_CAP(request_len) ((size_t)(request_len)*64 + ((size_t)64 << 20))
 

@@ -47,6 +47,16 @@ static void *cv_alloc(struct cv *c, size_t n, size_t size)
 
 /* ---- the conversion maps, made once per request --------------------------------------------- */
 
+static void maps_free(struct op_maps *m)
+{
+    void *arrays[] = {m->str_gen,  m->fn_gen,   m->loc_gen,    m->map_gen,   m->stk_gen,
+                      m->attr_gen, m->link_gen, m->str_idx,    m->fn_id,     m->loc_id,
+                      m->map_id,   m->stk_ids,  m->attr_label, m->link_label};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(arrays); i++)
+        free(arrays[i]);
+    free(m);
+}
+
 static int maps_init(struct hs_otlp_request *r)
 {
     if (r->maps)
@@ -55,7 +65,6 @@ static int maps_init(struct hs_otlp_request *r)
     struct op_maps *m = calloc(1, sizeof(*m));
     if (!m)
         return HS_ENOMEM;
-    r->maps = m;
     size_t ns = d->n_string_table + 1, nf = d->n_function_table + 1, nl = d->n_location_table + 1,
            nm = d->n_mapping_table + 1, nk = d->n_stack_table + 1, na = d->n_attribute_table + 1,
            nn = d->n_link_table + 1;
@@ -68,9 +77,18 @@ static int maps_init(struct hs_otlp_request *r)
     m->link_gen = calloc(nn, 4), m->link_label = calloc(2 * nn, sizeof(void *));
     if (!m->str_gen || !m->str_idx || !m->fn_gen || !m->fn_id || !m->loc_gen || !m->loc_id ||
         !m->map_gen || !m->map_id || !m->stk_gen || !m->stk_ids || !m->attr_gen || !m->attr_label ||
-        !m->link_gen || !m->link_label)
-        return HS_ENOMEM; /* hs_otlp_request_free frees what was made */
+        !m->link_gen || !m->link_label) {
+        maps_free(m);
+        return HS_ENOMEM;
+    }
+    r->maps = m;
     return 0;
+}
+
+void hs_otlp_maps_free(struct op_maps *m)
+{
+    if (m)
+        maps_free(m);
 }
 
 /* ---- strings ----------------------------------------------------------------------------------
@@ -569,8 +587,11 @@ int hs_profiles_to_pprof(struct hs_profiles *b, char *err, size_t errlen)
         todo += b->items[i]->raw == NULL;
     if (todo == 0)
         return 0;
+    /* the bytes passed the receiver's limits once; the attribute nesting is the one limit that
+     * also bounds the decoder's recursion, so it is the one given again (as high as any) */
+    static const struct hs_otlp_profiles_limits again = {.max_value_depth = 1u << 20};
     struct hs_otlp_request *r;
-    int rc = hs_otlp_request_parse(b->request, b->request_len, NULL, &r, err, errlen);
+    int rc = hs_otlp_request_parse(b->request, b->request_len, &again, &r, err, errlen);
     if (rc)
         return rc; /* not for a batch hs_otlp_profiles_decode made: its bytes passed this */
     struct hs_arena *ga = hs_arena_new(4096, 0);

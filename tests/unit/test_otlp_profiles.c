@@ -856,6 +856,30 @@ static void test_value_depth(void **state)
     assert_non_null(strstr(err, "nested deeper than 128"));
     hs_profiles_unref(b);
     hs_buf_free(&buf);
+
+    /* a depth the receiver allowed is allowed again when the pprof is made later */
+    struct main_req m;
+    build_main(&m);
+    OAny *v = ob_any_str(m.b, "deep");
+    for (int i = 0; i < 40; i++) {
+        OAny *outer = ob_zalloc(m.b, sizeof(*outer));
+        opentelemetry__proto__common__v1__any_value__init(outer);
+        outer->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE;
+        outer->array_value = ob_zalloc(m.b, sizeof(*outer->array_value));
+        opentelemetry__proto__common__v1__array_value__init(outer->array_value);
+        outer->array_value->n_values = 1;
+        outer->array_value->values = ob_zalloc(m.b, sizeof(OAny *));
+        outer->array_value->values[0] = v;
+        v = outer;
+    }
+    ORes *r0 = m.b->res[0];
+    r0->resource->attributes[r0->resource->n_attributes++] = ob_kv(m.b, "deep", v);
+    lim.max_value_depth = 64;
+    assert_int_equal(decode_ob(m.b, &lim, &b), 0);
+    assert_int_equal(hs_profiles_to_pprof(b, err, sizeof(err)), 0);
+    assert_non_null(b->items[0]->raw);
+    hs_profiles_unref(b);
+    ob_free(m.b);
 }
 
 /* ---- JSON
