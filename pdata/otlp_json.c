@@ -647,6 +647,12 @@ static int encode_message(struct jdec *d, const ProtobufCMessageDescriptor *desc
 
 int hs_otlp_json_to_wire(const char *json, size_t len, struct hs_buf *out, char *err, size_t errlen)
 {
+    return hs_otlp_json_to_wire_desc(&HS_JSON_REQUEST_DESC, json, len, out, err, errlen);
+}
+
+int hs_otlp_json_to_wire_desc(const ProtobufCMessageDescriptor *desc, const char *json, size_t len,
+                              struct hs_buf *out, char *err, size_t errlen)
+{
     char dummy[1];
     if (!err || !errlen) {
         err = dummy;
@@ -662,7 +668,7 @@ int hs_otlp_json_to_wire(const char *json, size_t len, struct hs_buf *out, char 
     struct jdec d = {.out = out, .text = json, .len = len, .err = err, .errlen = errlen};
     size_t start = out->len;
     hs_buf_reserve(out, len / 2); /* the wire is about 40% of the JSON; a hint, may fail */
-    int rc = encode_message(&d, &HS_JSON_REQUEST_DESC, root, NULL);
+    int rc = encode_message(&d, desc, root, NULL);
     if (rc == 0 && d.nomem)
         rc = HS_ENOMEM;
     if (rc)

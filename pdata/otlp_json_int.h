@@ -30,13 +30,19 @@ static inline size_t hs_json_camel_name(const char *snake, char *out, size_t out
     return n;
 }
 
-/* OTLP's one deviation for bytes: trace and span ids are hex, not base64. Returns the id's size
- * in bytes, or 0 for an ordinary (base64) bytes field. */
+struct hs_buf;
+
+/* otlp_json.c: hs_otlp_json_to_wire for another request protobuf-c describes (OTLP profiles). */
+int hs_otlp_json_to_wire_desc(const ProtobufCMessageDescriptor *desc, const char *json, size_t len,
+                              struct hs_buf *out, char *err, size_t errlen);
+
+/* OTLP's one deviation for bytes: trace and span ids are hex, not base64 (and profile ids, as the
+ * Collector writes them). Returns the id's size in bytes, or 0 for an ordinary (base64) field. */
 static inline size_t hs_json_hex_id_size(const ProtobufCFieldDescriptor *f)
 {
     if (f->type != PROTOBUF_C_TYPE_BYTES)
         return 0;
-    if (strcmp(f->name, "trace_id") == 0)
+    if (strcmp(f->name, "trace_id") == 0 || strcmp(f->name, "profile_id") == 0)
         return 16;
     if (strcmp(f->name, "span_id") == 0 || strcmp(f->name, "parent_span_id") == 0)
         return 8;

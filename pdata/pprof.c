@@ -358,6 +358,31 @@ static int inflate_raw(const struct hs_profile *p, const struct hs_pprof_limits 
     return 0;
 }
 
+/* The checks, the summary and the labels, on a decoded profile. */
+static int summarize_tree(struct pp_ctx *c, struct hs_profile *p)
+{
+    int rc;
+    if ((rc = check_strings(c)) || (rc = check_tables(c)) || (rc = check_samples(c)))
+        return rc;
+    if ((rc = hs_pprof_build_summary(c, p)))
+        return rc;
+    return hs_pprof_complete_labels(c, p);
+}
+
+int hs_pprof_summarize_pb(const Perftools__Profiles__Profile *pb, struct hs_arena *tmp,
+                          struct hs_profile *p, char *err, size_t errlen)
+{
+    static const struct hs_pprof_limits none = {0};
+    struct pp_ctx c = {.pb = pb, .tmp = tmp, .lim = &none, .err = err, .errlen = errlen};
+    if (err && errlen)
+        err[0] = '\0';
+    memset(&p->summary, 0, sizeof(p->summary));
+    int rc = summarize_tree(&c, p);
+    if (rc)
+        memset(&p->summary, 0, sizeof(p->summary));
+    return rc;
+}
+
 int hs_profile_summarize(struct hs_profile *p, const struct hs_pprof_limits *lim, char *err,
                          size_t errlen)
 {
@@ -385,11 +410,7 @@ int hs_profile_summarize(struct hs_profile *p, const struct hs_pprof_limits *lim
     if ((rc = decode(&c, data ? data : (const uint8_t *)"", len)))
         goto done;
     hs_buf_free(&plain); /* protobuf-c copied what it keeps */
-    if ((rc = check_strings(&c)) || (rc = check_tables(&c)) || (rc = check_samples(&c)))
-        goto done;
-    if ((rc = hs_pprof_build_summary(&c, p)))
-        goto done;
-    rc = hs_pprof_complete_labels(&c, p);
+    rc = summarize_tree(&c, p);
 done:
     if (rc)
         memset(&p->summary, 0, sizeof(p->summary)); /* no half summary escapes */

@@ -81,4 +81,9 @@ int hs_pprof_build_summary(struct pp_ctx *c, struct hs_profile *p);
 /* pprof_summary.c: `__name__`, `service_name`, type_ids and the time window, after the summary. */
 int hs_pprof_complete_labels(struct pp_ctx *c, struct hs_profile *p);
 
+/* pprof.c: hs_profile_summarize on a profile already decoded (or built, as the OTLP converter
+ * does): the same checks, summary and labels. Scratch goes into tmp, which the caller frees. */
+int hs_pprof_summarize_pb(const Perftools__Profiles__Profile *pb, struct hs_arena *tmp,
+                          struct hs_profile *p, char *err, size_t errlen);
+
 #endif

@@ -155,6 +155,7 @@ void hs_profiles_unref(struct hs_profiles *b)
     for (uint32_t i = 0; i < b->count; i++)
         hs_profile_free(b->items[i]);
     free(b->items);
+    free(b->request);
     free(b->tenant);
     free(b);
 }

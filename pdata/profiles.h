@@ -1,7 +1,8 @@
 /* profiles.h: profiles as they travel through hotspan (design.md §6–7). Each profile keeps the
  * pprof bytes it arrived with (forwarded untouched), its series labels, time range and, decoded
- * once, a summary the correlator indexes. A batch is the profiles of one request, one tenant.
- * Everything a profile points to lives in its own arena: one free. */
+ * once, a summary the correlator indexes. A batch is the profiles of one request, one tenant;
+ * an OTLP batch also keeps that request's bytes (pdata/otlp_profiles.h). Everything a profile
+ * points to lives in its own arena: one free. */
 #ifndef HS_PROFILES_H
 #define HS_PROFILES_H
 
@@ -77,7 +78,14 @@ struct hs_profile {
     const char *id;           /* push API RawSample.ID, or NULL */
     const char *spy_name;     /* /ingest spyName, or NULL */
     const char *sample_type_config; /* /ingest multipart part (JSON), or NULL */
+    uint32_t otlp_index;            /* OTLP batch: which Profile of the request, in request order */
     struct hs_profile_summary summary;
+};
+
+enum hs_profiles_format {
+    HS_PROFILES_PPROF = 0, /* the Pyroscope APIs: each item's raw is the pprof received */
+    HS_PROFILES_OTLP,      /* `request` is what came in; an item's raw is NULL until
+                            * hs_profiles_to_pprof converts it (pdata/otlp_profiles.h) */
 };
 
 struct hs_profiles {
@@ -86,7 +94,13 @@ struct hs_profiles {
     bool tenant_authenticated; /* tenant is a per-tenant token's, not asserted by the client */
     struct hs_profile **items;
     uint32_t count, cap;
-    size_t bytes;             /* sum of raw_len: what queues count */
+    size_t bytes; /* sum of raw_len, plus request_len: what queues count */
+    enum hs_profiles_format format;
+    uint8_t *request; /* OTLP: the ExportProfilesServiceRequest as protobuf (JSON input
+                       * converted once), owned; what an OTLP exporter forwards */
+    size_t request_len;
+    uint32_t request_profiles; /* OTLP: its Profile messages (an item is one Profile, or the
+                                * part of one whose samples name one service.name) */
 };
 
 /* ---- a profile (pdata/profiles.c) ------------------------------------------------------- */
