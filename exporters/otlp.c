@@ -76,6 +76,8 @@ struct otlp_exp {
     struct hs_ratelimit log_rl;
 };
 
+extern const struct hs_component_type hs_exporter_otlp;
+
 /* ---- create ----------------------------------------------------------------------------- */
 
 /* gRPC: http(s)://host:port/<service>/<method>, from host:port or http(s)://host:port[/]. */
@@ -408,7 +410,10 @@ int hs_otlp_backend_new(const struct hs_otlp_config *tmpl, const char *endpoint,
     hs_config_dup_fields(hs_otlp_backend_fields, &e->conf);
     e->conf.endpoint = hs_xstrdup(endpoint); /* tmpl has none: its rows have no endpoint */
     e->conf.traces_endpoint = NULL;
-    return exp_finish(e, 0, cfg, path, out, err);
+    int rc = exp_finish(e, 0, cfg, path, out, err);
+    if (rc == 0)
+        (*out)->type = &hs_exporter_otlp; /* what the core sets for those it makes */
+    return rc;
 }
 
 /* ---- the component ---------------------------------------------------------------------- */

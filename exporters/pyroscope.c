@@ -76,6 +76,8 @@ struct pyro_exp {
     uint64_t boundary_seq;
 };
 
+extern const struct hs_component_type hs_exporter_pyroscope;
+
 /* ---- create ----------------------------------------------------------------------------- */
 
 /* Our fixed lines (the configured headers follow them); per request come the batch's tenant
@@ -153,7 +155,10 @@ int hs_pyroscope_backend_new(const struct hs_pyroscope_config *tmpl, const char 
     e->conf = *tmpl;
     hs_config_dup_fields(hs_pyroscope_backend_fields, &e->conf);
     e->conf.endpoint = hs_xstrdup(endpoint); /* tmpl has none: its rows have no endpoint */
-    return pyro_finish(e, cfg, path, out, err);
+    int rc = pyro_finish(e, cfg, path, out, err);
+    if (rc == 0)
+        (*out)->type = &hs_exporter_pyroscope; /* what the core sets for those it makes */
+    return rc;
 }
 
 /* ---- push: one PushRequest per batch ---------------------------------------------------- */
