@@ -74,7 +74,7 @@ static int setup(void **state)
     assert_non_null(mkdtemp(fx->dir));
     build_arena = hs_arena_new(1 << 16, 0);
     for (int i = 0; i < NB; i++) {
-        char addr[16];
+        char addr[24];
         snprintf(addr, sizeof(addr), "127.0.0.%d", i + 1);
         assert_int_equal(sink_start_at(&fx->sinks[i], addr, 0, &fx->wake), 0);
         /* every backend's Pyroscope port is the same (protocol.pyroscope.port) */
@@ -178,7 +178,7 @@ static void backend_down(struct fixture *fx, int i)
 
 static void backend_up(struct fixture *fx, int i)
 {
-    char addr[16];
+    char addr[24];
     snprintf(addr, sizeof(addr), "127.0.0.%d", i + 1);
     assert_int_equal(sink_start_at(&fx->sinks[i], addr, fx->port[i], &fx->wake), 0);
     assert_int_equal(sink_start_at(&fx->psinks[i], addr, fx->pport, &fx->wake), 0);

@@ -77,14 +77,21 @@ export function runHotspan(args, { env = {}, timeoutMs = 10000 } = {}) {
 /**
  * Starts hotspan on `yamlText`. Waits until every listener it logs is up: the admin listener
  * (component=admin) and at least one receiver (`waitFor` lists the components to wait for;
- * default ['otlp', 'admin']).
+ * default ['otlp', 'admin']). With `hosts` (a file's path), hotspan runs in a user and mount
+ * namespace (`unshare -rm`, no root needed) where that file is bind-mounted over /etc/hosts, so
+ * a test decides what names resolve to (lib/netns.mjs rewrites it in place).
  * Returns {proc, ports: {otlp, admin, ...by component}, logs, stderr(), waitForLog(re), stop()}.
  */
 export async function startHotspan(yamlText, {
-  env = {}, waitFor = ['otlp', 'admin'], startTimeoutMs = 15000, args = [],
+  env = {}, waitFor = ['otlp', 'admin'], startTimeoutMs = 15000, args = [], hosts = null,
 } = {}) {
   const { dir, file } = writeConfig(yamlText);
-  const proc = spawn(HOTSPAN_BIN, ['-c', file, ...args], {
+  // sh execs hotspan in the same process: signals and the exit code are hotspan's
+  const [cmd, argv] = hosts
+    ? ['unshare', ['-rm', 'sh', '-c', 'mount --bind "$1" /etc/hosts && shift && exec "$0" "$@"',
+      HOTSPAN_BIN, hosts, '-c', file, ...args]]
+    : [HOTSPAN_BIN, ['-c', file, ...args]];
+  const proc = spawn(cmd, argv, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
