@@ -162,6 +162,18 @@ describe('load_balancing: a routed gateway tier keeps each service\'s spans and 
     const gone = gateways.get(stoppedAddr);
     gateways.delete(stoppedAddr);
     stopped.push(await gone.stop()); // drains: what it took reaches the sinks
+    // the first tiers keep its keys in its queues while it is down but still in the answer
+    const queued = async () => {
+      let n = 0;
+      for (const t of tiers) {
+        const m = await fetchMetrics(t.ports.admin);
+        for (const [k, v] of Object.entries(m)) {
+          if (k.startsWith('hotspan_exporter_queue_size{') && k.includes(`backend="${stoppedAddr}"`)) n += v;
+        }
+      }
+      return n;
+    };
+    while (await queued() === 0) await new Promise((r) => setTimeout(r, 50));
     hosts.set([...GATEWAYS.filter((a) => a !== stoppedAddr), ADDED]);
     for (const t of tiers) await t.waitForLog(/3 backends \(1 joined, 1 left/, 15000);
     phase2 = await apps;
@@ -253,6 +265,7 @@ describe('load_balancing: a routed gateway tier keeps each service\'s spans and 
       `${rerouted} items re-routed off the stopped gateway; duplicates: ${spans.length - ids.size} spans, ` +
       `${got.length - distinct.size} profiles; phase-2 slow spans annotated: ${annotated2}/${slow2.length}`);
     assert.ok(moved > 0, 'the stopped gateway owned keys, which moved');
+    assert.ok(rerouted > 0, 'what the first tiers held for the stopped gateway went elsewhere');
     assert.ok(moved < keys, 'keys of the gateways that stayed did not move');
   });
 });
