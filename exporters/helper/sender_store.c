@@ -186,6 +186,9 @@ void hs_sender_store_finish(struct hs_sender *s)
         snprintf(shown, sizeof(shown), "%s", path);
         if (hs_queue_store_close_remove(s->store))
             hs_log_info(s->name, "queue store %s removed: its records went elsewhere", shown);
+        else /* a record no other sender could take: the next start finds it here */
+            hs_log_warn(s->name, "queue store %s kept: records that could not move are in it",
+                        shown);
     } else {
         hs_queue_store_close(s->store);
     }
