@@ -53,9 +53,9 @@ function lineOf(text, re) {
 }
 
 describe('config/examples', () => {
-  it('holds the sidecar, gateway and Grafana stack configs', () => {
+  it('holds the sidecar, gateway, first tier and Grafana stack configs', () => {
     const names = configs.map((f) => relative(EXAMPLES, f)).sort();
-    for (const want of ['sidecar.yaml', 'gateway.yaml', 'grafana/hotspan.yaml']) {
+    for (const want of ['sidecar.yaml', 'gateway.yaml', 'first-tier.yaml', 'grafana/hotspan.yaml']) {
       assert.ok(names.includes(want), `config/examples/${want} is missing (have ${names})`);
     }
     for (const want of ['grafana/docker-compose.yaml', 'grafana/datasources.yaml',
@@ -74,13 +74,16 @@ describe('config/examples', () => {
 
     it(`validate names FILE:LINE and the key in a broken copy of ${name} (exit 2)`, async () => {
       const text = readFileSync(file, 'utf8');
-      // a key misspelled: the first `endpoint:` under the receivers; a bad value: the batch
-      // processor's (or the correlator's) timeout-like duration
+      // a key misspelled: the first `endpoint:` under the receivers; a bad value: the
+      // correlator's max_wait, or (a first tier has no correlator) the DNS resolver's interval
       const keyLine = lineOf(text, /^\s+endpoint:/);
       let broken = text.split('\n');
       broken[keyLine - 1] = broken[keyLine - 1].replace('endpoint:', 'endpiont:');
-      const valueLine = lineOf(text, /^\s+max_wait: /);
-      broken[valueLine - 1] = broken[valueLine - 1].replace(/max_wait: \S+/, 'max_wait: 30x');
+      const [dkey, dpath] = /^\s+max_wait: /m.test(text)
+        ? ['max_wait', 'processors\\.correlator\\.max_wait']
+        : ['interval', 'exporters\\.load_balancing\\.resolver\\.dns\\.interval'];
+      const valueLine = lineOf(text, new RegExp(`^\\s+${dkey}: `));
+      broken[valueLine - 1] = broken[valueLine - 1].replace(new RegExp(`${dkey}: \\S+`), `${dkey}: 30x`);
       broken = broken.join('\n');
       const dir = mkdtempSync(join(tmpdir(), 'hotspan-examples-'));
       try {
@@ -92,8 +95,8 @@ describe('config/examples', () => {
         const esc = copy.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
         assert.match(out, new RegExp(`${esc}:${keyLine}:\\d+: [\\w./]*endpiont: unknown key`),
           `the misspelled key at line ${keyLine} is not named\n${out}`);
-        assert.match(out, new RegExp(`${esc}:${valueLine}:\\d+: processors\\.correlator\\.max_wait: ` +
-          '"30x" is not a duration'), `the bad value at line ${valueLine} is not named\n${out}`);
+        assert.match(out, new RegExp(`${esc}:${valueLine}:\\d+: ${dpath}: "30x" is not a duration`),
+          `the bad value at line ${valueLine} is not named\n${out}`);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

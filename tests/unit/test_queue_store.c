@@ -1,7 +1,9 @@
 /* test_queue_store.c: the on-disk queue: put, read, advance and delete survive a close and
  * reopen in order; the record format round-trips and its CRC catches damage; a garbage or
  * truncated file is moved aside and an empty store made; a second opener is refused; the
- * test-only failure hook refuses writes until the flag file goes away. */
+ * test-only failure hook refuses writes until the flag file goes away. A record's routing key
+ * survives a reopen, a file from before the key column keeps its records (key 0), stores are
+ * listed by id prefix, and an emptied store's file is removed on close. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #include "core/buf.h"
 #include "core/errors.h"
@@ -295,6 +299,72 @@ static void test_write_failure_and_recovery(void **state)
     hs_queue_store_close(st);
 }
 
+struct ids {
+    char v[4][96];
+    int n;
+};
+
+static void on_id(void *ud, const char *id)
+{
+    struct ids *ids = ud;
+    assert_true(ids->n < 4);
+    snprintf(ids->v[ids->n++], sizeof(ids->v[0]), "%s", id);
+}
+
+static void test_route_key_list_and_remove(void **state)
+{
+    struct fixture *fx = *state;
+    struct hs_queue_store *st = NULL;
+    struct hs_queue_store_open_info info;
+    assert_int_equal(hs_queue_store_open(fx->dir, "lb/10.0.0.7:4318/spans", &st, &info), 0);
+    struct hs_queue_store_meta m = {.count = 3, .parts = 1, .key = 0xfedcba9876543210ULL};
+    assert_int_equal(hs_queue_store_put(st, "rec", 3, &m), 0);
+    hs_queue_store_close(st);
+    assert_int_equal(hs_queue_store_open(fx->dir, "lb/10.0.0.7:4318/spans", &st, &info), 0);
+    struct seen s = scan(st);
+    assert_int_equal(s.n, 1);
+    assert_true(s.m[0].key == 0xfedcba9876543210ULL);    /* all 64 bits, through a signed column */
+    struct hs_queue_store *other = open_store(fx, NULL); /* otlp/tempo: not under lb/ */
+    hs_queue_store_close(other);
+    struct ids ids = {0};
+    assert_int_equal(hs_queue_store_list(fx->dir, "lb/", on_id, &ids), 1);
+    assert_string_equal(ids.v[0], "lb/10.0.0.7:4318/spans"); /* unescaped */
+    assert_false(hs_queue_store_close_remove(st));           /* a record left: the file stays */
+    assert_int_equal(hs_queue_store_open(fx->dir, "lb/10.0.0.7:4318/spans", &st, &info), 0);
+    assert_int_equal(hs_queue_store_delete(st, s.m[0].id), 0);
+    assert_true(hs_queue_store_close_remove(st));
+    ids.n = 0;
+    assert_int_equal(hs_queue_store_list(fx->dir, "lb/", on_id, &ids), 0);
+    assert_int_equal(count_files(fx, "lb%2F"), 0); /* the WAL went too */
+}
+
+/* A store written before the route_key column: its records are kept, their key 0. */
+static void test_file_without_route_key(void **state)
+{
+    struct fixture *fx = *state;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(fx->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TABLE queue (id INTEGER PRIMARY KEY, created INTEGER "
+                                  "NOT NULL, count INTEGER NOT NULL, parts INTEGER NOT NULL, "
+                                  "next_part INTEGER NOT NULL, record BLOB NOT NULL);"
+                                  "INSERT INTO queue (created, count, parts, next_part, record) "
+                                  "VALUES (1, 7, 1, 0, x'616263');",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    struct hs_queue_store_open_info info;
+    struct hs_queue_store *st = open_store(fx, &info);
+    assert_false(info.moved_aside);
+    struct seen s = scan(st);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.m[0].count, 7);
+    assert_true(s.m[0].key == 0);
+    put(st, "new", 1, 1); /* and it takes new records */
+    assert_int_equal(scan(st).n, 2);
+    hs_queue_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +375,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_second_opener_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unusable_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_failure_and_recovery, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_route_key_list_and_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_without_route_key, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
