@@ -545,13 +545,21 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
     if (type == BODY_JSON) {
         struct hs_buf wire = {0};
         char msg[256] = "";
-        int rc = hs_otlp_json_to_wire((const char *)p, len, &wire, msg, sizeof(msg));
+        /* converted while read: memory is the wire written, and the limits stop a request
+         * at the element that passes one (pdata/pb_json.c) */
+        int rc = hs_otlp_json_to_wire((const char *)p, len, &r->limits, &wire, msg, sizeof(msg));
         hs_buf_free(&owned);
         owned = wire;
         p = owned.data;
         len = owned.len;
+        if (rc == HS_ENOMEM) {
+            static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
+            respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
+            goto out;
+        }
         if (rc) {
-            reject(r, req, type, 400, "bad_json", msg[0] ? msg : hs_strerror(rc));
+            reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "bad_json",
+                   msg[0] ? msg : hs_strerror(rc));
             goto out;
         }
     }

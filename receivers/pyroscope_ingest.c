@@ -1,7 +1,6 @@
 /* pyroscope_ingest.c: POST /ingest (wire.md §5): the query and body of one upload into one
  * profile: raw pprof, multipart pprof or folded text, dispatched in Pyroscope's order, with the
  * series labels Pyroscope derives. */
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 
 #include "core/buf.h"
 #include "core/errors.h"
+#include "core/json.h"
 #include "receivers/pyroscope_int.h"
 
 int hs_pyro_failf(struct hs_pyro_fail *f, int status, const char *reason, const char *fmt, ...)
@@ -32,6 +32,9 @@ int hs_pyro_fail_code(struct hs_pyro_fail *f, int rc, const char *where, const c
         return hs_pyro_failf(f, 413, "over_limit", "%s: %s", where, text);
     return hs_pyro_failf(f, 400, "malformed", "%s: %s", where, text);
 }
+
+/* sample_type_config is an object of objects (wire.md §5.3): 2 levels; room for more. */
+#define STC_MAX_DEPTH 32
 
 static bool media_contains(struct hs_str ct, const char *lit)
 {
@@ -84,14 +87,16 @@ static int multipart_profile(const struct hs_pyro_ingest_req *in, struct hs_prof
         return hs_pyro_failf(f, 400, "bad_multipart",
                              "multipart/form-data without a \"profile\" part");
     if (stc) {
-        json_error_t jerr;
-        json_t *j = json_loadb((const char *)stc->data, stc->len, 0, &jerr);
-        bool object = j && json_is_object(j);
-        json_decref(j);
-        if (!object)
-            return hs_pyro_failf(f, 400, "bad_multipart",
-                                 "sample_type_config: not a JSON object%s%s", j ? "" : ": ",
-                                 j ? "" : jerr.text);
+        /* only checked and kept: read in place, nothing built, so its size is all it costs */
+        struct hs_json_reader r;
+        struct hs_json_token t;
+        hs_json_reader_init(&r, (const char *)stc->data, stc->len, STC_MAX_DEPTH, false);
+        int rc = hs_json_next(&r, &t);
+        if (rc == 0 && t.type != HS_JSON_OBJECT)
+            return hs_pyro_failf(f, 400, "bad_multipart", "sample_type_config: not a JSON object");
+        if (rc || (rc = hs_json_skip(&r, &t)) || (rc = hs_json_next(&r, &t)))
+            return hs_pyro_failf(f, 400, "bad_multipart", "sample_type_config: not valid JSON: %s",
+                                 r.err);
         if (!(p->sample_type_config = hs_profile_strdup(p, (const char *)stc->data, stc->len)))
             return hs_pyro_fail_code(f, HS_ENOMEM, "sample_type_config", NULL);
     }

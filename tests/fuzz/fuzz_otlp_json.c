@@ -35,7 +35,7 @@ static void json_side(const uint8_t *data, size_t size)
 {
     struct hs_buf wire = {0}, json = {0}, again = {0};
     char err[256];
-    int rc = hs_otlp_json_to_wire((const char *)data, size, &wire, err, sizeof(err));
+    int rc = hs_otlp_json_to_wire((const char *)data, size, NULL, &wire, err, sizeof(err));
     if (rc) {
         if (rc != HS_EINVAL || !err[0])
             fail("a refusal without HS_EINVAL and a message", err);
@@ -50,7 +50,8 @@ static void json_side(const uint8_t *data, size_t size)
     if (hs_otlp_wire_to_json(wire.data, wire.len, &json) != 0)
         fail("our own wire does not convert back to JSON", "");
     check_json(&json);
-    if (hs_otlp_json_to_wire((const char *)json.data, json.len, &again, err, sizeof(err)) != 0)
+    if (hs_otlp_json_to_wire((const char *)json.data, json.len, NULL, &again, err, sizeof(err)) !=
+        0)
         fail("our own JSON is refused", err);
     if (again.len != wire.len || (wire.len && memcmp(again.data, wire.data, wire.len) != 0))
         fail("JSON -> wire -> JSON -> wire changed the wire", "");
