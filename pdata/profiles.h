@@ -118,11 +118,13 @@ struct hs_pprof_limits {
     uint32_t max_samples;      /* Sample messages */
     uint32_t max_sample_labels;/* labels on one sample */
     uint32_t max_stack_depth;  /* frames of one sample, inlined frames included */
+    uint32_t max_string_len;   /* bytes of one string: function, file, label (0 = none) */
 };
 
 /* Decodes p->raw (gzip sniffed by its magic, inflated within max_decompressed), checks it as
  * Pyroscope and pprof's CheckValid do (string_table[0] == "", every string index in range,
- * ids nonzero, unique and resolving, value count == sample_type count, valid UTF-8, limits),
+ * ids nonzero, unique and resolving, value count == sample_type count, valid UTF-8 strings of
+ * at most max_string_len bytes, limits),
  * and fills p->summary. Then completes the labels: `__name__` from the sample types when absent
  * (wire.md §5.3 heuristic), `service_name` = "unknown_service" when still absent, p->service;
  * and p->from_ns/until_ns from time_nanos/duration_nanos when they are 0 (now when those are
@@ -134,10 +136,12 @@ int hs_profile_summarize(struct hs_profile *p, const struct hs_pprof_limits *lim
 /* Converts folded/collapsed stacks text ("a;b;c 100\n", root first; wire.md §5.3) into an
  * uncompressed pprof with one sample type `type`/`unit` (e.g. "cpu"/"nanoseconds" where each
  * count is scaled by `period`, or "samples"/"count" with period 0 meaning unscaled), written to
- * out. Returns 0, HS_EINVAL (err names the line), HS_E2BIG (more than max_samples lines). */
+ * out. Empty lines are skipped; a line without a count, a negative count or a frame longer than
+ * lim->max_string_len is refused. Returns 0, HS_EINVAL (err names the line), HS_E2BIG (more
+ * than lim->max_samples lines). lim may be NULL (no limits). */
 int hs_pprof_from_folded(const char *text, size_t len, const char *type, const char *unit,
-                         int64_t period, uint32_t max_samples, struct hs_buf *out, char *err,
-                         size_t errlen);
+                         int64_t period, const struct hs_pprof_limits *lim, struct hs_buf *out,
+                         char *err, size_t errlen);
 
 /* ---- Pyroscope `name` syntax (pdata/labelset.c) ----------------------------------------- */
 

@@ -131,8 +131,8 @@ static int folded_profile(const struct hs_pyro_ingest_req *in, const struct hs_p
     }
     struct hs_buf out = {0};
     char err[200] = "";
-    int rc = hs_pprof_from_folded((const char *)in->body, in->len, type, unit, period,
-                                  lim->pprof.max_samples, &out, err, sizeof(err));
+    int rc = hs_pprof_from_folded((const char *)in->body, in->len, type, unit, period, &lim->pprof,
+                                  &out, err, sizeof(err));
     if (rc == 0)
         rc = hs_pyro_set_raw(p, out.data, out.len);
     hs_buf_free(&out);
@@ -171,6 +171,10 @@ static int ingest_profile(const struct hs_pyro_ingest_req *in, const struct hs_p
         p->from_ns = hs_pyro_attime(q->from, in->now_ns);
     if (q->until)
         p->until_ns = hs_pyro_attime(q->until, in->now_ns);
+    /* an inverted window would match no span, or the wrong ones: refused, not guessed at */
+    if (q->from && q->until && p->until_ns < p->from_ns)
+        return hs_pyro_failf(f, 400, "bad_query", "until (%.32s) is before from (%.32s)", q->until,
+                             q->from);
     if (q->spy_name && !(p->spy_name = hs_profile_strdup(p, q->spy_name, strlen(q->spy_name))))
         return hs_pyro_fail_code(f, HS_ENOMEM, "spyName", NULL);
     if (hs_pyro_ingest_labels(p, p->app_name, service_len, q->spy_name))

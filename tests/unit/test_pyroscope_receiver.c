@@ -557,6 +557,11 @@ static void client_errors(struct fix *f)
            "format tree is not supported");
     EXPECT(f, "/ingest?name=app.nosuch", "", "a;b 1\n", 6, 400, "unknown profile type");
     EXPECT(f, "/ingest?name=app.cpu", "", "a;b x\n", 6, 400, "folded: ");
+    EXPECT(f, "/ingest?name=app.cpu", "", "a;b -1\n", 7, 400,
+           "folded: line 1: count -1 is negative");
+    EXPECT(f, "/ingest?name=app.cpu", "", "a;b 1\na;b\n", 10, 400, "folded: line 2: no count");
+    EXPECT(f, "/ingest?name=app.cpu&from=1700000010&until=1700000009", "", "a;b 1\n", 6, 400,
+           "until (1700000009) is before from (1700000010)");
     build_pprof(&big, 5, NULL, false); /* max_samples is 4 here */
     EXPECT(f, "/ingest?format=pprof&name=app", raw, big.data, big.len, 413, "profile: ");
 
@@ -653,7 +658,7 @@ static void test_errors(void **state)
     assert_int_equal(f.cap.n, 1);
     assert_string_equal(f.cap.got[0]->items[0]->service, "good");
     const char *l = "receiver=\"pyroscope\",transport=\"http\",reason=\"bad_query\"";
-    assert_int_equal(counter(&f, "receiver_failed_requests_total", l), 2);
+    assert_int_equal(counter(&f, "receiver_failed_requests_total", l), 3);
     fix_free(&f);
 }
 
