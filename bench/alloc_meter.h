@@ -27,7 +27,10 @@ static inline void hs_meter_add(int64_t n)
 }
 
 #ifdef HS_METER_ASAN
-#include <sanitizer/allocator_interface.h>
+/* ASan's own (sanitizer/allocator_interface.h, which gcc does not install) */
+size_t __sanitizer_get_allocated_size(const volatile void *p);
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+                                              void (*free_hook)(const volatile void *));
 
 static void hs_meter_malloc_hook(const volatile void *p, size_t n)
 {

@@ -42,17 +42,48 @@ struct jdec {
     size_t errlen;
 };
 
-static size_t path_render(const struct jpath *p, char *out, size_t outlen)
+/* One step of a path: ".key" (or "key" first) or "[3]". */
+static size_t step_render(const struct jpath *p, bool first, char *out, size_t outlen)
 {
-    if (!p)
-        return 0;
-    size_t n = path_render(p->up, out, outlen);
-    int w;
-    if (p->key)
-        w = snprintf(out + n, outlen - n, "%s%s", n ? "." : "", p->key);
-    else
-        w = snprintf(out + n, outlen - n, "[%zu]", p->index);
-    return w < 0 || (size_t)w >= outlen - n ? outlen - 1 : n + (size_t)w;
+    int w = p->key ? snprintf(out, outlen, "%s%s", first ? "" : ".", p->key)
+                   : snprintf(out, outlen, "[%zu]", p->index);
+    return w < 0 ? 0 : (size_t)w >= outlen ? outlen - 1 : (size_t)w;
+}
+
+/* The path, outermost first; when it is longer than out, its middle becomes "...", so the
+ * outer indexes and the element that failed both stay. */
+static void path_render(const struct jpath *p, char *out, size_t outlen)
+{
+    const struct jpath *steps[HS_JSON_MAX_DEPTH + 1]; /* steps[0] is the leaf */
+    char step[72];
+    size_t n = 0, total = 0, len = 0;
+    for (; p && n < HS_ARRAY_SIZE(steps); p = p->up)
+        steps[n++] = p;
+    for (size_t i = 0; i < n; i++)
+        total += step_render(steps[i], i == n - 1, step, sizeof(step));
+    if (total < outlen) {
+        for (size_t i = n; i-- > 0;)
+            len += step_render(steps[i], i == n - 1, out + len, outlen - len);
+        return;
+    }
+    size_t head = outlen / 3, tail = outlen - head - 4, leaf_steps = 0;
+    for (size_t sum = 0; leaf_steps < n; leaf_steps++) {
+        size_t w = step_render(steps[leaf_steps], false, step, sizeof(step));
+        if (sum + w > tail)
+            break;
+        sum += w;
+    }
+    for (size_t i = n; i-- > leaf_steps;) {
+        size_t w = step_render(steps[i], i == n - 1, step, sizeof(step));
+        if (len + w > head)
+            break;
+        memcpy(out + len, step, w);
+        len += w;
+    }
+    memcpy(out + len, "...", 3);
+    len += 3;
+    for (size_t j = leaf_steps; j-- > 0;)
+        len += step_render(steps[j], j == leaf_steps - 1, out + len, outlen - len);
 }
 
 /* "line 3 col 14: resourceSpans[0].name: <message>", positioned at token t. */
@@ -63,8 +94,10 @@ __attribute__((format(printf, 5, 6))) static int fail(struct jdec *d, int code,
     char where[48] = "", path[160] = "", msg[160];
     if (t)
         hs_json_where(&d->r, t->at, where, sizeof(where));
-    if (p && path_render(p, path, sizeof(path) - 2))
+    if (p) {
+        path_render(p, path, sizeof(path) - 2);
         strcat(path, ": ");
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
