@@ -1,6 +1,7 @@
 /* json.h: a pull reader of JSON text (RFC 8259) that allocates nothing. It hands out one token at
  * a time, a view into the text, checking syntax, escapes and UTF-8 as it goes, so a decoder
- * converts while it reads and never holds a tree: its memory is its output, whatever the shape. */
+ * converts while it reads and never holds a tree: its memory is its output, whatever the shape.
+ * (hs_json_double alone copies a number longer than 63 characters, for strtod.) */
 #ifndef HS_JSON_H
 #define HS_JSON_H
 

@@ -772,6 +772,27 @@ static void test_put_string(void **state)
     hs_buf_free(&b);
 }
 
+/* The otlp exporter reads a backend's JSON answer in place: rejectedSpans as a string (OTLP/JSON)
+ * or a number, errorMessage decoded, other members skipped, anything unreadable worth 0. */
+static void test_partial_success(void **state)
+{
+    char msg[32];
+    const char *a = "{\"other\":[{}],\"partialSuccess\":{\"rejectedSpans\":\"3\","
+                    "\"errorMessage\":\"ids \\u00e9\\\"zero\\\"\"}}";
+    assert_int_equal(hs_otlp_json_partial_success(a, strlen(a), msg, sizeof(msg)), 3);
+    assert_string_equal(msg, "ids \xc3\xa9\"zero\"");
+    const char *b = "{\"partialSuccess\":{\"x\":{\"y\":[1]},\"rejectedSpans\":7}}";
+    assert_int_equal(hs_otlp_json_partial_success(b, strlen(b), msg, sizeof(msg)), 7);
+    assert_string_equal(msg, "");
+    const char *c = "{\"partialSuccess\":{\"errorMessage\":\"a message longer than the 32 bytes "
+                    "of room\"}}";
+    assert_int_equal(hs_otlp_json_partial_success(c, strlen(c), msg, sizeof(msg)), 0);
+    assert_string_equal(msg, "a message longer than the 32 by"); /* its start */
+    assert_int_equal(hs_otlp_json_partial_success("{}", 2, msg, sizeof(msg)), 0);
+    assert_int_equal(hs_otlp_json_partial_success("[1,", 3, msg, sizeof(msg)), 0);
+    assert_int_equal(hs_otlp_json_partial_success("", 0, msg, sizeof(msg)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -788,6 +809,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_invalid_utf8, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nul_in_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_wire, setup, teardown),
+        cmocka_unit_test(test_partial_success),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
