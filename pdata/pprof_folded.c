@@ -97,7 +97,7 @@ struct folded {
     Perftools__Profiles__ValueType vt;
     struct frames f;
     struct hs_arena *a;
-    uint32_t max_samples, max_string;
+    uint32_t max_string;
     char *err;
     size_t errlen;
 };
@@ -197,7 +197,7 @@ static int build_tables(struct folded *fo, const char *type, const char *unit)
 }
 
 static int fold(struct folded *fo, const char *text, size_t len, const char *type, const char *unit,
-                int64_t period)
+                int64_t period, uint32_t max_samples)
 {
     /* count first: the limit is checked before anything is built, and it sizes the tables */
     size_t pos = 0, samples = 0, seps = 0;
@@ -216,10 +216,10 @@ static int fold(struct folded *fo, const char *text, size_t len, const char *typ
         for (const char *q = l.p; (q = memchr(q, ';', (size_t)(sp - q))); q++)
             seps++;
     }
-    if (fo->max_samples && samples > fo->max_samples)
+    if (max_samples && samples > max_samples)
         return hs_pprof_errf(fo->err, fo->errlen, HS_E2BIG,
                              "folded profile has %zu stacks, more than max_samples (%u)", samples,
-                             fo->max_samples);
+                             max_samples);
     size_t cap = 16, most = samples + seps;
     while (cap < 2 * most)
         cap *= 2;
@@ -242,24 +242,24 @@ static int fold(struct folded *fo, const char *text, size_t len, const char *typ
     return build_tables(fo, type, unit);
 }
 
+/* lim (NULL: no limits) bounds the lines (max_samples) and each frame's bytes (max_string_len).
+ * Empty lines are skipped; a line without a count or with a negative one is refused. */
 int hs_pprof_from_folded(const char *text, size_t len, const char *type, const char *unit,
                          int64_t period, const struct hs_pprof_limits *lim, struct hs_buf *out,
                          char *err, size_t errlen)
 {
+    uint32_t max_samples = lim ? lim->max_samples : 0;
     if (err && errlen)
         err[0] = '\0';
     if (!hs_pprof_utf8_valid(type, strlen(type)) || !hs_pprof_utf8_valid(unit, strlen(unit)))
         return hs_pprof_errf(err, errlen, HS_EINVAL, "sample type is not valid UTF-8");
-    struct folded fo = {.max_samples = lim ? lim->max_samples : 0,
-                        .max_string = lim ? lim->max_string_len : 0,
-                        .err = err,
-                        .errlen = errlen};
+    struct folded fo = {.max_string = lim ? lim->max_string_len : 0, .err = err, .errlen = errlen};
     fo.a = hs_arena_new(len < 65536 ? 16384 : len * 2, 0);
     if (!fo.a)
         return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     perftools__profiles__profile__init(&fo.prof);
     perftools__profiles__value_type__init(&fo.vt);
-    int rc = fold(&fo, text ? text : "", text ? len : 0, type, unit, period);
+    int rc = fold(&fo, text ? text : "", text ? len : 0, type, unit, period, max_samples);
     if (rc == 0) {
         Perftools__Profiles__ValueType *vt = &fo.vt;
         vt->type = 1;

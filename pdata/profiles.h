@@ -136,9 +136,7 @@ int hs_profile_summarize(struct hs_profile *p, const struct hs_pprof_limits *lim
 /* Converts folded/collapsed stacks text ("a;b;c 100\n", root first; wire.md §5.3) into an
  * uncompressed pprof with one sample type `type`/`unit` (e.g. "cpu"/"nanoseconds" where each
  * count is scaled by `period`, or "samples"/"count" with period 0 meaning unscaled), written to
- * out. Empty lines are skipped; a line without a count, a negative count or a frame longer than
- * lim->max_string_len is refused. Returns 0, HS_EINVAL (err names the line), HS_E2BIG (more
- * than lim->max_samples lines). lim may be NULL (no limits). */
+ * out. Returns 0, HS_EINVAL (err names the line), HS_E2BIG (more than max_samples lines). */
 int hs_pprof_from_folded(const char *text, size_t len, const char *type, const char *unit,
                          int64_t period, const struct hs_pprof_limits *lim, struct hs_buf *out,
                          char *err, size_t errlen);

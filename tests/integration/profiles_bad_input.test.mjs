@@ -242,6 +242,17 @@ service:
       'a function name of 100 KB (push)');
   });
 
+  it('a sample_type_config over 64 KiB: 413 before jansson reads it', async () => {
+    const stc = JSON.stringify(Object.fromEntries(Array.from({ length: 7000 },
+      (_, i) => [`t${i}`, { units: 'samples' }])));
+    assert.ok(stc.length > 65536 && stc.length < LIMITS.body, `${stc.length} bytes`);
+    const mp = multipartBody([{ name: 'profile', filename: 'p.pprof', data: encodeProfile(goodSpec(5)) },
+      { name: 'sample_type_config', filename: 'sample_type_config.json', data: Buffer.from(stc) }]);
+    const res = await postIngest(port, { query: { name: 'it-bad' }, body: mp.body, contentType: mp.contentType });
+    assertJsonError(res, 413, new RegExp(`^sample_type_config: ${stc.length} bytes, more than 65536`),
+      'a sample_type_config of 200 KB');
+  });
+
   it('wrong content type / encoding on push: 415', async () => {
     const body = encodePushRequest([{ labels: { __name__: 'process_cpu', service_name: 'it-bad' },
       samples: [{ raw: encodeProfile(goodSpec(4)) }] }]);
