@@ -56,6 +56,23 @@ int hs_otlp_json_to_wire(const char *json, size_t len, const struct hs_otlp_limi
     return hs_pb_json_to_wire(json, len, &o, out, err, errlen);
 }
 
+/* Another OTLP request in JSON (the profiles signal's): OTLP's hex ids and value nesting, no
+ * counts (its decoder applies its own limits to the wire). */
+int hs_otlp_json_to_wire_desc(const ProtobufCMessageDescriptor *desc, const char *json, size_t len,
+                              struct hs_buf *out, char *err, size_t errlen)
+{
+    const struct hs_pb_json_opts o = {
+        .desc = desc,
+        .hex_ids = true,
+        .allow_nul = true,
+        .nested = &opentelemetry__proto__common__v1__any_value__descriptor,
+        .max_nested = 32,
+        .nested_key = "value nesting",
+        .max_depth = HS_JSON_MAX_DEPTH,
+    };
+    return hs_pb_json_to_wire(json, len, &o, out, err, errlen);
+}
+
 /* rejectedSpans, an int64: a JSON number or, as OTLP/JSON writes it, a decimal string. */
 static int64_t rejected_spans(const struct hs_json_token *v)
 {

@@ -3,6 +3,7 @@
 #ifndef HS_OTLP_JSON_H
 #define HS_OTLP_JSON_H
 
+#include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,11 @@ struct hs_otlp_limits;
  * ..."), HS_E2BIG past a limit (err names it), or HS_ENOMEM. */
 int hs_otlp_json_to_wire(const char *json, size_t len, const struct hs_otlp_limits *lim,
                          struct hs_buf *out, char *err, size_t errlen);
+
+/* hs_otlp_json_to_wire for another OTLP request protobuf-c describes (the profiles signal's):
+ * hex ids, value nesting bounded at 32, no counts (the caller's decoder has its own limits). */
+int hs_otlp_json_to_wire_desc(const ProtobufCMessageDescriptor *desc, const char *json, size_t len,
+                              struct hs_buf *out, char *err, size_t errlen);
 
 /* A backend's JSON ExportTraceServiceResponse: partialSuccess.rejectedSpans (0 when absent or
  * unreadable), its errorMessage into msg (cut to fit). Read in place, so

@@ -290,6 +290,17 @@ static void test_lenient_forms(void **state)
     assert_true(kv[4]->value->double_value == 1.25);
     hs_buf_free(&w);
 
+    /* the same conversion for any request protobuf-c describes */
+    struct hs_buf d1 = {0}, d2 = {0};
+    const char *js = q(strict);
+    char e[256];
+    assert_int_equal(hs_otlp_json_to_wire_desc(&REQ_DESC, js, strlen(js), &d1, e, sizeof(e)), 0);
+    to_request(strict, &d2);
+    assert_int_equal(d1.len, d2.len);
+    assert_memory_equal(d1.data, d2.data, d1.len);
+    hs_buf_free(&d1);
+    hs_buf_free(&d2);
+
     /* an empty request is valid and empty on the wire */
     r = to_request("{}", &w);
     assert_int_equal(r->n_resource_spans, 0);
