@@ -68,7 +68,7 @@ int hs_otlp_json_to_wire_desc(const ProtobufCMessageDescriptor *desc, const char
         .nested = &opentelemetry__proto__common__v1__any_value__descriptor,
         .max_nested = 32,
         .nested_key = "value nesting",
-        .max_depth = HS_JSON_MAX_DEPTH,
+        .max_depth = 4 * 32 + 16, /* as the traces' default: value nesting, and some */
     };
     return hs_pb_json_to_wire(json, len, &o, out, err, errlen);
 }

@@ -659,9 +659,11 @@ static int check_once(struct jdec *d, const ProtobufCMessageDescriptor *desc,
     return 0;
 }
 
-/* One member: its key was read into k; the value follows. Unknown keys are skipped. */
+/* One member: its key was read into k; the value follows. Unknown keys are skipped. *id is the
+ * field's number, 0 for a skipped member. */
 static int encode_member(struct jdec *d, const ProtobufCMessageDescriptor *desc,
-                         const struct hs_json_token *k, struct seen *s, const struct jpath *p)
+                         const struct hs_json_token *k, struct seen *s, const struct jpath *p,
+                         uint32_t *id)
 {
     char key[64];
     struct hs_json_token v;
@@ -676,8 +678,10 @@ static int encode_member(struct jdec *d, const ProtobufCMessageDescriptor *desc,
         if (strlen(key) == n)
             f = find_field(desc, key, &how);
     }
+    *id = 0;
     if (!f || v.type == HS_JSON_NULL) /* null is absent */
         return hs_json_skip(&d->r, &v) ? reader_fail(d, d->r.rc) : 0;
+    *id = (uint32_t)f->id;
     struct jpath fp = {p, key, 0};
     if ((rc = check_once(d, desc, f, how, s, &v, &fp)))
         return rc;
@@ -686,6 +690,46 @@ static int encode_member(struct jdec *d, const ProtobufCMessageDescriptor *desc,
     return encode_value(d, f, &v, &fp,
                         (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) ||
                             f->label == PROTOBUF_C_LABEL_OPTIONAL);
+}
+
+/* Where each member's bytes start, and its field's number, in the order the JSON gave them. */
+struct members {
+    size_t start[MAX_FIELDS + 1]; /* start[n]: the message's end */
+    uint32_t id[MAX_FIELDS];
+    unsigned n;
+};
+
+static void reverse(uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n / 2; i++) {
+        uint8_t c = p[i];
+        p[i] = p[n - 1 - i];
+        p[n - 1 - i] = c;
+    }
+}
+
+/* Puts the members' bytes in field number order, as protobuf-c packs them, so a message's wire
+ * form does not depend on its keys' order and a canonical one survives wire -> JSON -> wire.
+ * Adjacent members swap in place by three reversals (no memory); JSON from SDKs and from our own
+ * writer is in field order already, which costs one compare per member. */
+static void sort_members(struct jdec *d, struct members *m)
+{
+    if (d->nomem || d->over)
+        return;
+    m->start[m->n] = d->out->len;
+    for (unsigned i = 1; i < m->n; i++) {
+        for (unsigned j = i; j > 0 && m->id[j - 1] > m->id[j]; j--) {
+            uint8_t *a = d->out->data + m->start[j - 1];
+            size_t la = m->start[j] - m->start[j - 1], lb = m->start[j + 1] - m->start[j];
+            reverse(a, la);
+            reverse(a + la, lb);
+            reverse(a, la + lb);
+            m->start[j] = m->start[j - 1] + lb;
+            uint32_t id = m->id[j];
+            m->id[j] = m->id[j - 1];
+            m->id[j - 1] = id;
+        }
+    }
 }
 
 static int encode_message(struct jdec *d, const ProtobufCMessageDescriptor *desc,
@@ -700,14 +744,24 @@ static int encode_message(struct jdec *d, const ProtobufCMessageDescriptor *desc
         return fail(d, HS_E2BIG, t, p, "nested deeper than %u (limit %s)", d->o->max_nested,
                     d->o->nested_key);
     struct seen s = {0};
+    struct members m;
+    m.n = 0;
     int rc;
     for (;;) {
         struct hs_json_token k;
         if ((rc = next(d, &k)) || k.type == HS_JSON_OBJECT_END)
             break;
-        if ((rc = encode_member(d, desc, &k, &s, p)))
+        size_t at = d->out->len;
+        uint32_t id;
+        if ((rc = encode_member(d, desc, &k, &s, p, &id)))
             break;
+        if (d->out->len > at && m.n < MAX_FIELDS) { /* each field once: never past */
+            m.start[m.n] = at;
+            m.id[m.n++] = id;
+        }
     }
+    if (rc == 0)
+        sort_members(d, &m);
     d->nested -= nested;
     return rc;
 }

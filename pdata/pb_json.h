@@ -37,13 +37,14 @@ struct hs_pb_json_opts {
 
 #define HS_PB_JSON_MAX_LIMITS 16
 
-/* Converts the JSON text to wire bytes of o->desc, appended to out (fields in the order the JSON
- * gives them; protobuf allows any). Lenient as the Collector is: snake_case or lowerCamelCase
- * keys, enum names or numbers, 64-bit integers as numbers or strings; unknown keys are ignored
- * and null is absent. Returns 0; HS_EINVAL when the text is not JSON or a value does not fit its
- * field, HS_E2BIG past a limit or the JSON nesting (err says where and which: "line 3 col 14:
- * resourceSpans[0].scopeSpans[0].spans[2].traceId: ..."), HS_ENOMEM. On failure out is as it
- * was. The output never passes twice the text's length, so memory is bounded by the body. */
+/* Converts the JSON text to wire bytes of o->desc, appended to out (fields in number order, as
+ * protobuf-c packs them, whatever the order of the keys). Lenient as the Collector is: snake_case
+ * or lowerCamelCase keys, enum names or numbers, 64-bit integers as numbers or strings; unknown
+ * keys are ignored and null is absent. Returns 0; HS_EINVAL when the text is not JSON or a value
+ * does not fit its field, HS_E2BIG past a limit or the JSON nesting (err says where and which:
+ * "line 3 col 14: resourceSpans[0].scopeSpans[0].spans[2].traceId: ..."), HS_ENOMEM. On failure out
+ * is as it was. The output never passes twice the text's length, so memory is bounded by the body.
+ */
 int hs_pb_json_to_wire(const char *json, size_t len, const struct hs_pb_json_opts *o,
                        struct hs_buf *out, char *err, size_t errlen);
 

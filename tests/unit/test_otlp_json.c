@@ -268,6 +268,16 @@ static void test_lenient_forms(void **state)
         "'status':{'code':'STATUS_CODE_OK','message':null}}]}],'schema_url':'u'}]}";
     assert_same_wire(strict, lenient);
 
+    /* keys in any order give the bytes of field number order, as protobuf-c packs them: here
+     * every message's keys reversed, and a repeated field between two scalars */
+    assert_same_wire(
+        strict, "{'resourceSpans':[{'schemaUrl':'u','scopeSpans':[{'spans':[{"
+                "'status':{'code':1},'attributes':[{'value':{'intValue':'9007199254740993'},"
+                "'key':'i'},{'value':{'bytesValue':'aGk='},'key':'b'}],"
+                "'droppedAttributesCount':2,'endTimeUnixNano':'1544712661000000000',"
+                "'startTimeUnixNano':'1544712660000000000','kind':3,'name':'n',"
+                "'spanId':'eee19b7ec3c1b174','traceId':'5b8efff798038103d269b633813fc60c'}]}]}]}");
+
     /* an empty parentSpanId is a root span's; integral reals are integers */
     assert_same_wire("{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'r','kind':1}]}]}]}",
                      "{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'r','parentSpanId':'',"
@@ -660,16 +670,9 @@ static void test_round_trip(void **state)
     size_t len = build_edge_request(&wire);
     assert_round_trip(wire, len);
 
-    /* the example's JSON has schemaUrl (field 3) before scopeSpans (2): its wire keeps the JSON's
-     * order, which protobuf allows, and protobuf-c's packing of it is the canonical form */
     struct hs_buf ex = {0};
-    Request *r = to_request(EXAMPLE, &ex);
-    size_t n = protobuf_c_message_get_packed_size(&r->base);
-    assert_int_equal(n, ex.len);
-    uint8_t *canonical = hs_arena_alloc(A, n);
-    protobuf_c_message_pack(&r->base, canonical);
-    assert_memory_not_equal(canonical, ex.data, n);
-    assert_round_trip(canonical, n);
+    to_request(EXAMPLE, &ex);
+    assert_round_trip(ex.data, ex.len);
     hs_buf_free(&ex);
 }
 
