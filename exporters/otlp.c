@@ -3,7 +3,6 @@
  * and otlphttp exporters). Queue, retries, persistence and lifecycle are the exporter helper's
  * (exporters/helper/exporter.h). */
 #include <assert.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,16 +234,8 @@ static int64_t partial_rejected(const struct hs_http_result *res, char *msg, siz
             protobuf_c_message_free_unpacked(&r->base, NULL);
         hs_buf_free(&inflated);
     } else if (strncasecmp(ct, "application/json", 16) == 0) {
-        json_t *root = json_loadb((const char *)res->body, res->body_len, 0, NULL);
-        json_t *ps = json_object_get(root, "partialSuccess");
-        json_t *n = json_object_get(ps, "rejectedSpans"), *m = json_object_get(ps, "errorMessage");
-        if (json_is_integer(n))
-            rejected = json_integer_value(n);
-        else if (json_is_string(n)) /* int64 travels as a string in OTLP/JSON */
-            rejected = strtoll(json_string_value(n), NULL, 10);
-        if (json_is_string(m))
-            snprintf(msg, msglen, "%s", json_string_value(m));
-        json_decref(root);
+        rejected =
+            hs_otlp_json_partial_success((const char *)res->body, res->body_len, msg, msglen);
     }
     return rejected;
 }

@@ -800,6 +800,10 @@ static int scan_resource_spans(struct scanner *s, const uint8_t *p, const uint8_
     while (rc == 0 && p < end && (rc = next_field(s, &p, end, &f)) == 0) {
         if (f.tag != TAG(2, WT_LEN))
             continue;
+        if (s->max_spans && s->res->scope_spans >= s->max_spans) { /* each should hold spans */
+            fail(s, HS_E2BIG, f.at, "more than %u in one request (limit max_spans)", s->max_spans);
+            return up(s, HS_E2BIG, "scope_spans", -1);
+        }
         if ((rc = scan_scope_spans(s, f.val, f.val + f.len, &ctx)))
             return up(s, rc, "scope_spans", n);
         n++;
@@ -827,6 +831,12 @@ int hs_otlp_traces_scan(const uint8_t *p, size_t len, const struct hs_otlp_limit
     while (p < end) {
         if ((rc = next_field(&s, &p, end, &f))) {
             up_field(&s, rc, f.tag, &request_m);
+            break;
+        }
+        if (f.tag == TAG(1, WT_LEN) && s.max_spans && res->resource_spans >= s.max_spans) {
+            rc = fail(&s, HS_E2BIG, f.at, "more than %u in one request (limit max_spans)",
+                      s.max_spans);
+            up(&s, rc, "resource_spans", -1);
             break;
         }
         if (f.tag == TAG(1, WT_LEN)) {

@@ -171,10 +171,23 @@ static int check_strings(struct pp_ctx *c)
     if (pb->string_table[0][0] != '\0')
         return hs_pprof_errf(c->err, c->errlen, HS_EINVAL,
                              "string_table[0] must be \"\" (it is \"%.40s\")", pb->string_table[0]);
-    for (size_t i = 1; i < pb->n_string_table; i++)
-        if (!hs_pprof_utf8_valid(pb->string_table[i], strlen(pb->string_table[i])))
+    uint32_t max = c->lim->max_string_len;
+    for (size_t i = 1; i < pb->n_string_table; i++) {
+        const char *str = pb->string_table[i];
+        size_t n = strlen(str), shown = 32;
+        if (!hs_pprof_utf8_valid(str, n))
             return hs_pprof_errf(c->err, c->errlen, HS_EINVAL, "string_table[%zu]: not valid UTF-8",
                                  i);
+        if (!max || n <= max)
+            continue;
+        while (shown > 0 && (str[shown] & 0xC0) == 0x80)
+            shown--; /* the message stays UTF-8 */
+        /* a function name of megabytes would be copied into the index and onto spans */
+        return hs_pprof_errf(c->err, c->errlen, HS_EINVAL,
+                             "string_table[%zu]: %zu bytes (\"%.*s...\"), more than "
+                             "max_string_length (%u)",
+                             i, n, (int)shown, str, max);
+    }
     return 0;
 }
 

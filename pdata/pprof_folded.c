@@ -97,6 +97,7 @@ struct folded {
     Perftools__Profiles__ValueType vt, pt; /* sample type, period type */
     struct frames f;
     struct hs_arena *a;
+    uint32_t max_string;
     char *err;
     size_t errlen;
 };
@@ -109,6 +110,10 @@ static int add_sample(struct folded *fo, const struct line *l, const char *sp, s
     if (!parse_count(sp + 1, (size_t)(l->p + l->len - (sp + 1)), &count))
         return hs_pprof_errf(fo->err, fo->errlen, HS_EINVAL,
                              "line %zu: the count after the last space is not an integer", lineno);
+    if (count < 0)
+        return hs_pprof_errf(fo->err, fo->errlen, HS_EINVAL,
+                             "line %zu: count %lld is negative (a count of samples cannot be)",
+                             lineno, (long long)count);
     if (period > 0 ? __builtin_mul_overflow(count, period, &value) : (value = count, false))
         return hs_pprof_errf(fo->err, fo->errlen, HS_EINVAL,
                              "line %zu: count x period does not fit in 64 bits", lineno);
@@ -132,6 +137,11 @@ static int add_sample(struct folded *fo, const struct line *l, const char *sp, s
         const char *e = memchr(q, ';', (size_t)(sp - q));
         if (!e)
             e = sp;
+        if (fo->max_string && (size_t)(e - q) > fo->max_string)
+            return hs_pprof_errf(fo->err, fo->errlen, HS_EINVAL,
+                                 "line %zu: frame %zu is %zu bytes long, more than "
+                                 "max_string_length (%u)",
+                                 lineno, i + 1, (size_t)(e - q), fo->max_string);
         uint32_t k = frame_intern(&fo->f, q, (size_t)(e - q));
         if (k == PP_NONE)
             return HS_ENOMEM;
@@ -195,10 +205,16 @@ static int fold(struct folded *fo, const char *text, size_t len, const char *typ
     /* count first: the limit is checked before anything is built, and it sizes the tables */
     size_t pos = 0, samples = 0, seps = 0;
     struct line l;
-    while (next_line(text, len, &pos, &l)) {
+    for (size_t lineno = 1; next_line(text, len, &pos, &l); lineno++) {
         const char *sp = last_space(&l);
+        if (!sp && l.len == 0)
+            continue;
+        /* Pyroscope skips a line without a count; we refuse it, as a truncated body or one in
+         * another format would otherwise pass as a smaller profile (README, "Profiles") */
         if (!sp)
-            continue; /* Pyroscope skips lines without a count */
+            return hs_pprof_errf(fo->err, fo->errlen, HS_EINVAL,
+                                 "line %zu: no count (a folded line is \"frame;frame count\")",
+                                 lineno);
         samples++;
         for (const char *q = l.p; (q = memchr(q, ';', (size_t)(sp - q))); q++)
             seps++;
@@ -229,15 +245,18 @@ static int fold(struct folded *fo, const char *text, size_t len, const char *typ
     return build_tables(fo, type, unit);
 }
 
+/* lim (NULL: no limits) bounds the lines (max_samples) and each frame's bytes (max_string_len).
+ * Empty lines are skipped; a line without a count or with a negative one is refused. */
 int hs_pprof_from_folded(const char *text, size_t len, const char *type, const char *unit,
-                         int64_t period, uint32_t max_samples, struct hs_buf *out, char *err,
-                         size_t errlen)
+                         int64_t period, const struct hs_pprof_limits *lim, struct hs_buf *out,
+                         char *err, size_t errlen)
 {
+    uint32_t max_samples = lim ? lim->max_samples : 0;
     if (err && errlen)
         err[0] = '\0';
     if (!hs_pprof_utf8_valid(type, strlen(type)) || !hs_pprof_utf8_valid(unit, strlen(unit)))
         return hs_pprof_errf(err, errlen, HS_EINVAL, "sample type is not valid UTF-8");
-    struct folded fo = {.err = err, .errlen = errlen};
+    struct folded fo = {.max_string = lim ? lim->max_string_len : 0, .err = err, .errlen = errlen};
     fo.a = hs_arena_new(len < 65536 ? 16384 : len * 2, 0);
     if (!fo.a)
         return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");

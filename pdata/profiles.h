@@ -135,11 +135,13 @@ struct hs_pprof_limits {
     uint32_t max_samples;      /* Sample messages */
     uint32_t max_sample_labels;/* labels on one sample */
     uint32_t max_stack_depth;  /* frames of one sample, inlined frames included */
+    uint32_t max_string_len;   /* bytes of one string: function, file, label (0 = none) */
 };
 
 /* Decodes p->raw (gzip sniffed by its magic, inflated within max_decompressed), checks it as
  * Pyroscope and pprof's CheckValid do (string_table[0] == "", every string index in range,
- * ids nonzero, unique and resolving, value count == sample_type count, valid UTF-8, limits),
+ * ids nonzero, unique and resolving, value count == sample_type count, valid UTF-8 strings of
+ * at most max_string_len bytes, limits),
  * and fills p->summary. Then completes the labels: `__name__` from the sample types when absent
  * (wire.md §5.3 heuristic, through p->sample_type_config's display names, or Pyroscope's
  * defaults without one), `service_name` = "unknown_service" when still absent, p->service;
@@ -155,8 +157,8 @@ int hs_profile_summarize(struct hs_profile *p, const struct hs_pprof_limits *lim
  * out. A period comes with the period type "cpu"/"nanoseconds", for wall time too, as
  * Pyroscope's ingest adapter writes it. Returns 0, HS_EINVAL (err names the line), HS_E2BIG (more than max_samples lines). */
 int hs_pprof_from_folded(const char *text, size_t len, const char *type, const char *unit,
-                         int64_t period, uint32_t max_samples, struct hs_buf *out, char *err,
-                         size_t errlen);
+                         int64_t period, const struct hs_pprof_limits *lim, struct hs_buf *out,
+                         char *err, size_t errlen);
 
 /* ---- Pyroscope `name` syntax (pdata/labelset.c) ----------------------------------------- */
 

@@ -87,7 +87,8 @@ static const struct hs_config_field otlp_fields[] = {
     {"protocols", HS_CFG_SECTION, offsetof(struct otlp_config, protocols), .sub = protocols_fields,
      .required = true, .doc = "the transports to serve"},
     {"max_spans_per_request", HS_CFG_UINT, offsetof(struct otlp_config, max_spans), "100000",
-     .min = 1, .max = 10000000, .doc = "more spans in one request is a 400"},
+     .min = 1, .max = 10000000,
+     .doc = "spans in one request, and resourceSpans and scopeSpans entries each; more is a 400"},
     {"max_attributes", HS_CFG_UINT, offsetof(struct otlp_config, max_attributes), "1024",
      .min = 1, .max = 1000000, .doc = "attributes of one resource, scope, span, event or link"},
     {"max_value_depth", HS_CFG_UINT, offsetof(struct otlp_config, max_value_depth), "32",
@@ -553,13 +554,21 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
     if (type == BODY_JSON) {
         struct hs_buf wire = {0};
         char msg[256] = "";
-        int rc = hs_otlp_json_to_wire((const char *)p, len, &wire, msg, sizeof(msg));
+        /* converted while read: memory is the wire written, and the limits stop a request
+         * at the element that passes one (pdata/pb_json.c) */
+        int rc = hs_otlp_json_to_wire((const char *)p, len, &r->limits, &wire, msg, sizeof(msg));
         hs_buf_free(&owned);
         owned = wire;
         p = owned.data;
         len = owned.len;
+        if (rc == HS_ENOMEM) {
+            static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
+            respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
+            goto out;
+        }
         if (rc) {
-            reject(r, req, type, 400, "bad_json", msg[0] ? msg : hs_strerror(rc));
+            reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "bad_json",
+                   msg[0] ? msg : hs_strerror(rc));
             goto out;
         }
     }

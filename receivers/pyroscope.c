@@ -28,6 +28,7 @@ struct pyro_config {
     uint32_t max_labels;
     uint32_t max_sample_labels;
     uint32_t max_stack_depth;
+    uint64_t max_string_len;
     uint32_t max_profiles;
     bool auth_enabled;
     struct hs_auth_config auth;
@@ -55,6 +56,13 @@ static const struct hs_config_field pyro_fields[] = {
      .min = 1, .max = 100000, .doc = "labels on one pprof sample"},
     {"max_stack_depth", HS_CFG_UINT, offsetof(struct pyro_config, max_stack_depth), "1024",
      .min = 1, .max = 1000000, .doc = "frames of one sample, inlined frames included"},
+    /* Pyroscope cuts symbols (function and file names, labels) at 65535 bytes; we forward
+     * profiles unchanged, so cannot cut, and refuse instead: a name of megabytes would be
+     * copied into the correlator's index and onto every span it annotates */
+    {"max_string_length", HS_CFG_SIZE, offsetof(struct pyro_config, max_string_len), "65535",
+     .min = 256, .max = 16 << 20,
+     .doc = "bytes of one pprof string (function or file name, label) or folded frame; longer "
+            "is a 400"},
     {"max_profiles_per_request", HS_CFG_UINT, offsetof(struct pyro_config, max_profiles), "1000",
      .min = 1, .max = 1000000, .doc = "profiles (RawSamples) in one push request; more is a 413"},
     {"auth", HS_CFG_SECTION, offsetof(struct pyro_config, auth), .sub = hs_auth_fields,
@@ -98,12 +106,14 @@ static int pyro_create(const struct hs_config_node *cfg, const char *path,
         free(r);
         return rc;
     }
-    r->limits = (struct hs_pyro_limits){.pprof = {.max_decompressed = r->conf.max_decompressed,
-                                                  .max_samples = r->conf.max_samples,
-                                                  .max_sample_labels = r->conf.max_sample_labels,
-                                                  .max_stack_depth = r->conf.max_stack_depth},
-                                        .max_labels = r->conf.max_labels,
-                                        .max_profiles = r->conf.max_profiles};
+    r->limits =
+        (struct hs_pyro_limits){.pprof = {.max_decompressed = r->conf.max_decompressed,
+                                          .max_samples = r->conf.max_samples,
+                                          .max_sample_labels = r->conf.max_sample_labels,
+                                          .max_stack_depth = r->conf.max_stack_depth,
+                                          .max_string_len = (uint32_t)r->conf.max_string_len},
+                                .max_labels = r->conf.max_labels,
+                                .max_profiles = r->conf.max_profiles};
     r->bad_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     *out = &r->base;
     return 0;

@@ -33,6 +33,10 @@ int hs_pyro_fail_code(struct hs_pyro_fail *f, int rc, const char *where, const c
     return hs_pyro_failf(f, 400, "malformed", "%s: %s", where, text);
 }
 
+/* sample_type_config names a few sample types (wire.md §5.3): a Go SDK's is under 2 KiB. The
+ * cap bounds what jansson's tree of it can take: ~40x its size for a body of empty objects. */
+#define STC_MAX_BYTES 65536u
+
 static bool media_contains(struct hs_str ct, const char *lit)
 {
     size_t n = strlen(lit);
@@ -118,6 +122,11 @@ static int multipart_profile(const struct hs_pyro_ingest_req *in, struct hs_prof
     if (!profile)
         return hs_pyro_failf(f, 400, "bad_multipart",
                              "multipart/form-data without a \"profile\" part");
+    if (stc && stc->len > STC_MAX_BYTES) /* checked whole by jansson below, and kept */
+        return hs_pyro_failf(f, 413, "too_large",
+                             "sample_type_config: %zu bytes, more than %u (a Go SDK's is under "
+                             "2 KiB)",
+                             stc->len, STC_MAX_BYTES);
     if (stc) {
         json_error_t jerr;
         json_t *j = json_loadb((const char *)stc->data, stc->len, 0, &jerr);
@@ -166,7 +175,7 @@ static int folded_profile(const struct hs_pyro_ingest_req *in, const struct hs_p
     struct hs_buf out = {0};
     char err[200] = "";
     int rc = hs_pprof_from_folded((const char *)in->body, in->len, ft.type, ft.unit, period,
-                                  lim->pprof.max_samples, &out, err, sizeof(err));
+                                  &lim->pprof, &out, err, sizeof(err));
     if (rc == 0)
         rc = hs_pyro_set_raw(p, out.data, out.len);
     hs_buf_free(&out);
@@ -206,6 +215,10 @@ static int ingest_profile(const struct hs_pyro_ingest_req *in, const struct hs_p
         p->from_ns = hs_pyro_attime(q->from, in->now_ns);
     if (q->until)
         p->until_ns = hs_pyro_attime(q->until, in->now_ns);
+    /* an inverted window would match no span, or the wrong ones: refused, not guessed at */
+    if (q->from && q->until && p->until_ns < p->from_ns)
+        return hs_pyro_failf(f, 400, "bad_query", "until (%.32s) is before from (%.32s)", q->until,
+                             q->from);
     if (q->spy_name && !(p->spy_name = hs_profile_strdup(p, q->spy_name, strlen(q->spy_name))))
         return hs_pyro_fail_code(f, HS_ENOMEM, "spyName", NULL);
     if (hs_pyro_ingest_labels(p, p->app_name, service_len, q->spy_name) ||

@@ -10,6 +10,7 @@
 #include "core/common.h"
 #include "pdata/profiles.h"
 
+struct hs_buf;
 struct hs_component;
 
 /* The /ingest query parameters we read (wire.md §5.1), URL-decoded and NUL-terminated; NULL
@@ -74,7 +75,6 @@ int hs_pyro_ingest_labels(struct hs_profile *p, const char *service, size_t serv
  * value at most 2048. Returns NULL or what is wrong. */
 const char *hs_pyro_push_label_problem(const char *name, size_t name_len, size_t value_len);
 
-
 /* ---- request decoding (pyroscope_ingest.c, pyroscope_push.c) ---------------------------- */
 
 struct hs_pyro_limits {
@@ -113,6 +113,13 @@ int hs_pyro_ingest_decode(const struct hs_pyro_ingest_req *in, const struct hs_p
 int hs_pyro_push_decode(const uint8_t *body, size_t len, bool json,
                         const struct hs_pyro_limits *lim, struct hs_profiles *b,
                         struct hs_pyro_fail *f);
+
+/* The push API's JSON as PushRequest wire bytes appended to wire, converted while read (so its
+ * memory is the output, at most twice the body), its series, samples and labels counted against
+ * lim as they arrive. Fills f (400 bad_json, 413 over_limit, 503) and returns nonzero on
+ * failure. hs_pyro_push_decode's first step, apart for the fuzzer. */
+int hs_pyro_push_json_to_wire(const uint8_t *body, size_t len, const struct hs_pyro_limits *lim,
+                              struct hs_buf *wire, struct hs_pyro_fail *f);
 
 /* hs_profile_set_raw for bytes that may be empty with a NULL pointer (an empty protobuf-c
  * bytes field, an empty body): memcpy must not see NULL. */

@@ -1,156 +1,128 @@
 /* pyroscope_push.c: POST /push.v1.PusherService/Push bodies (wire.md §6): a PushRequest in
- * protobuf or Connect JSON, decoded into one arena; JSON is first turned into the same
- * protobuf-c structures so both go through one validation. */
-#include <jansson.h>
+ * protobuf or Connect JSON, its counts bounded before protobuf-c decodes it into one capped
+ * arena; JSON is first turned into the same wire bytes so both go through one validation. */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/arena.h"
 #include "core/buf.h"
 #include "core/errors.h"
+#include "pdata/pb_json.h"
 #include "push/v1/push.pb-c.h"
 #include "receivers/pyroscope_int.h"
 
-/* ---- Connect JSON into protobuf-c structures -------------------------------------------- */
+/* A push body's JSON nests 5 levels; unknown members may add some. */
+#define PUSH_JSON_MAX_DEPTH 64
+/* What the decoded structures may take beyond twice the body (see hs_pyro_push_decode). */
+#define PUSH_ARENA_BASE (8u << 20)
 
-struct jctx {
-    struct hs_arena *arena;
-    struct hs_pyro_fail *f;
-};
+/* ---- bounding what protobuf-c will build ------------------------------------------------- */
 
-static void *jalloc(struct jctx *c, size_t n)
+/* Connect JSON becomes the PushRequest's wire form while it is read (pdata/pb_json.c), so it
+ * costs its output, and then takes the protobuf path. Its counts are bounded as they arrive,
+ * with the limits the protobuf path checks below. */
+int hs_pyro_push_json_to_wire(const uint8_t *body, size_t len, const struct hs_pyro_limits *lim,
+                              struct hs_buf *wire, struct hs_pyro_fail *f)
 {
-    return hs_arena_alloc(c->arena, n ? n : 1);
-}
-
-/* A member by its JSON name or its proto name (protojson accepts both). */
-static json_t *member(json_t *o, const char *json_name, const char *proto_name)
-{
-    json_t *v = json_object_get(o, json_name);
-    return v ? v : json_object_get(o, proto_name);
-}
-
-/* An optional array member: NULL (absent or null) or the array; an error otherwise. */
-static int array_member(struct jctx *c, json_t *o, const char *name, const char *where,
-                        json_t **out)
-{
-    *out = member(o, name, name);
-    if (*out && json_is_null(*out))
-        *out = NULL;
-    if (*out && !json_is_array(*out))
-        return hs_pyro_failf(c->f, 400, "bad_json", "%s.%s: not an array", where, name);
+    const struct hs_pb_json_limit limits[] = {
+        {&push__v1__push_request__descriptor, "series", lim->max_profiles, true,
+         "max_profiles_per_request"},
+        {&push__v1__raw_profile_series__descriptor, "samples", lim->max_profiles, true,
+         "max_profiles_per_request"},
+        {&push__v1__raw_profile_series__descriptor, "labels", lim->max_labels, false, "max_labels"},
+        {&push__v1__raw_profile_series__descriptor, "annotations", lim->max_labels, false,
+         "max_labels"},
+    };
+    const struct hs_pb_json_opts o = {.desc = &push__v1__push_request__descriptor,
+                                      .limits = limits,
+                                      .n_limits = HS_ARRAY_SIZE(limits),
+                                      .max_depth = PUSH_JSON_MAX_DEPTH};
+    char err[256];
+    int rc = hs_pb_json_to_wire((const char *)body, len, &o, wire, err, sizeof(err));
+    if (rc == HS_E2BIG)
+        return hs_pyro_failf(f, 413, "over_limit", "PushRequest: %s", err);
+    if (rc)
+        return rc == HS_ENOMEM ? hs_pyro_fail_code(f, rc, "PushRequest", NULL)
+                               : hs_pyro_failf(f, 400, "bad_json", "PushRequest: %s", err);
     return 0;
 }
 
-static int json_string_member(struct jctx *c, json_t *o, const char *jn, const char *pn,
-                              const char *where, const char **out, size_t *len)
+/* Reads a varint at *p; false past end or past ten bytes. */
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
-    json_t *v = member(o, jn, pn);
-    *out = "";
-    *len = 0;
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return hs_pyro_failf(c->f, 400, "bad_json", "%s.%s: not a string", where, jn);
-    *out = json_string_value(v);
-    *len = json_string_length(v);
-    return 0;
-}
-
-static int json_labels(struct jctx *c, json_t *arr, Push__V1__RawProfileSeries *s,
-                       const char *where)
-{
-    s->n_labels = json_array_size(arr);
-    s->labels = jalloc(c, s->n_labels * sizeof(*s->labels));
-    if (!s->labels)
-        return hs_pyro_fail_code(c->f, HS_ENOMEM, where, NULL);
-    for (size_t k = 0; k < s->n_labels; k++) {
-        char w[64];
-        snprintf(w, sizeof(w), "%s.labels[%zu]", where, k);
-        json_t *l = json_array_get(arr, k);
-        Types__V1__LabelPair *lp = jalloc(c, sizeof(*lp));
-        if (!lp)
-            return hs_pyro_fail_code(c->f, HS_ENOMEM, w, NULL);
-        types__v1__label_pair__init(lp);
-        if (!json_is_object(l))
-            return hs_pyro_failf(c->f, 400, "bad_json", "%s: not an object", w);
-        const char *v;
-        size_t n;
-        if (json_string_member(c, l, "name", "name", w, &v, &n))
-            return HS_EINVAL;
-        lp->name = (char *)v;
-        if (json_string_member(c, l, "value", "value", w, &v, &n))
-            return HS_EINVAL;
-        lp->value = (char *)v;
-        s->labels[k] = lp;
+    *v = 0;
+    for (unsigned shift = 0; *p < end && shift < 70; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80)
+            return true;
     }
-    return 0;
+    return false;
 }
 
-static int json_samples(struct jctx *c, json_t *arr, Push__V1__RawProfileSeries *s,
-                        const char *where)
+/* The next field of [*p, end): its number, and for length-delimited ones its bytes in *sub.
+ * false at the end or on bytes protobuf-c will refuse anyway (it says why, as before). */
+static bool next_field(const uint8_t **p, const uint8_t *end, uint64_t *field, struct hs_str *sub)
 {
-    s->n_samples = json_array_size(arr);
-    s->samples = jalloc(c, s->n_samples * sizeof(*s->samples));
-    if (!s->samples)
-        return hs_pyro_fail_code(c->f, HS_ENOMEM, where, NULL);
-    for (size_t j = 0; j < s->n_samples; j++) {
-        char w[64];
-        snprintf(w, sizeof(w), "%s.samples[%zu]", where, j);
-        json_t *o = json_array_get(arr, j);
-        Push__V1__RawSample *rs = jalloc(c, sizeof(*rs));
-        if (!rs)
-            return hs_pyro_fail_code(c->f, HS_ENOMEM, w, NULL);
-        push__v1__raw_sample__init(rs);
-        if (!json_is_object(o))
-            return hs_pyro_failf(c->f, 400, "bad_json", "%s: not an object", w);
-        const char *v;
-        size_t n;
-        if (json_string_member(c, o, "rawProfile", "raw_profile", w, &v, &n))
-            return HS_EINVAL;
-        rs->raw_profile.data = jalloc(c, n / 4 * 3 + 3);
-        if (!rs->raw_profile.data)
-            return hs_pyro_fail_code(c->f, HS_ENOMEM, w, NULL);
-        long dl = hs_base64_decode(v, n, rs->raw_profile.data);
-        if (dl < 0)
-            return hs_pyro_failf(c->f, 400, "bad_json", "%s.rawProfile: not base64", w);
-        rs->raw_profile.len = (size_t)dl;
-        if (json_string_member(c, o, "ID", "id", w, &v, &n))
-            return HS_EINVAL;
-        rs->id = (char *)v;
-        s->samples[j] = rs;
+    uint64_t tag, n;
+    if (*p >= end || !varint(p, end, &tag))
+        return false;
+    *field = tag >> 3;
+    *sub = (struct hs_str){NULL, 0};
+    switch (tag & 7) {
+    case 0:
+        return varint(p, end, &n);
+    case 1:
+    case 5:
+        n = (tag & 7) == 1 ? 8 : 4;
+        break;
+    case 2:
+        if (!varint(p, end, &n) || n > (uint64_t)(end - *p))
+            return false;
+        *sub = (struct hs_str){(const char *)*p, (size_t)n};
+        break;
+    default:
+        return false;
     }
-    return 0;
+    if (n > (uint64_t)(end - *p))
+        return false;
+    *p += n;
+    return true;
 }
 
-/* Builds req from the JSON document (strings stay in root, which the caller keeps). */
-static int json_request(struct jctx *c, json_t *root, Push__V1__PushRequest *req)
+/* Counts series, samples, labels and annotations on the wire before protobuf-c builds a struct
+ * for each: a body of empty series would otherwise cost 30 times itself. */
+static int wire_counts(const uint8_t *p, size_t len, const struct hs_pyro_limits *lim,
+                       struct hs_pyro_fail *f)
 {
-    if (!json_is_object(root))
-        return hs_pyro_failf(c->f, 400, "bad_json", "PushRequest: not a JSON object");
-    json_t *series;
-    if (array_member(c, root, "series", "PushRequest", &series))
-        return HS_EINVAL;
-    req->n_series = json_array_size(series); /* 0 for NULL */
-    req->series = jalloc(c, req->n_series * sizeof(*req->series));
-    if (!req->series)
-        return hs_pyro_fail_code(c->f, HS_ENOMEM, "series", NULL);
-    for (size_t i = 0; i < req->n_series; i++) {
-        char w[32];
-        snprintf(w, sizeof(w), "series[%zu]", i);
-        json_t *o = json_array_get(series, i);
-        Push__V1__RawProfileSeries *s = jalloc(c, sizeof(*s));
-        if (!s)
-            return hs_pyro_fail_code(c->f, HS_ENOMEM, w, NULL);
-        push__v1__raw_profile_series__init(s);
-        req->series[i] = s;
-        if (!json_is_object(o))
-            return hs_pyro_failf(c->f, 400, "bad_json", "%s: not an object", w);
-        json_t *labels, *samples;
-        if (array_member(c, o, "labels", w, &labels) || array_member(c, o, "samples", w, &samples))
-            return HS_EINVAL;
-        if (json_labels(c, labels, s, w) || json_samples(c, samples, s, w))
-            return HS_EINVAL;
+    const uint8_t *end = p + len;
+    uint64_t field, n_series = 0, n_samples = 0;
+    struct hs_str s;
+    while (next_field(&p, end, &field, &s)) {
+        if (field != 1 || !s.ptr)
+            continue;
+        if (++n_series > lim->max_profiles)
+            return hs_pyro_failf(f, 413, "over_limit",
+                                 "series[%u]: more than %u in one request (limit "
+                                 "max_profiles_per_request)",
+                                 lim->max_profiles, lim->max_profiles);
+        const uint8_t *q = (const uint8_t *)s.ptr, *qend = q + s.len;
+        uint64_t sub, n[4] = {0};
+        struct hs_str v;
+        while (next_field(&q, qend, &sub, &v))
+            if (sub >= 1 && sub <= 3 && v.ptr)
+                n[sub]++;
+        n_samples += n[2];
+        if (n[1] > lim->max_labels || n[3] > lim->max_labels)
+            return hs_pyro_failf(
+                f, 413, "over_limit", "series[%llu].%s: more than %u (limit max_labels)",
+                (unsigned long long)n_series - 1, n[1] > lim->max_labels ? "labels" : "annotations",
+                lim->max_labels);
+        if (n_samples > lim->max_profiles)
+            return hs_pyro_failf(f, 413, "over_limit",
+                                 "series[%llu].samples: more than %u in one request (limit "
+                                 "max_profiles_per_request)",
+                                 (unsigned long long)n_series - 1, lim->max_profiles);
     }
     return 0;
 }
@@ -160,9 +132,6 @@ static int json_request(struct jctx *c, json_t *root, Push__V1__PushRequest *req
 static int check_labels(const Push__V1__RawProfileSeries *s, size_t i,
                         const struct hs_pyro_limits *lim, struct hs_pyro_fail *f)
 {
-    if (s->n_labels > lim->max_labels)
-        return hs_pyro_failf(f, 413, "over_limit", "series[%zu]: %zu labels, more than %u", i,
-                             s->n_labels, lim->max_labels);
     for (size_t k = 0; k < s->n_labels; k++) {
         const Types__V1__LabelPair *l = s->labels[k];
         const char *why = hs_pyro_push_label_problem(l->name, strlen(l->name), strlen(l->value));
@@ -212,9 +181,6 @@ static int convert(const Push__V1__PushRequest *req, const struct hs_pyro_limits
         total += req->series[i]->n_samples;
     if (total == 0)
         return hs_pyro_failf(f, 400, "empty", "no profiles received");
-    if (total > lim->max_profiles)
-        return hs_pyro_failf(f, 413, "over_limit", "%zu profiles in one request, more than %u",
-                             total, lim->max_profiles);
     for (size_t i = 0; i < req->n_series; i++) {
         const Push__V1__RawProfileSeries *s = req->series[i];
         if (check_labels(s, i, lim, f))
@@ -230,38 +196,61 @@ static int convert(const Push__V1__PushRequest *req, const struct hs_pyro_limits
     return 0;
 }
 
+/* protobuf-c reports any failure as NULL; this remembers whether the arena's cap caused it. */
+struct capped {
+    struct hs_arena *a;
+    bool full;
+};
+
+static void *capped_alloc(void *ud, size_t n)
+{
+    struct capped *c = ud;
+    void *p = hs_arena_alloc(c->a, n);
+    c->full |= !p;
+    return p;
+}
+
+static void capped_free(void *ud, void *p)
+{
+    (void)ud;
+    (void)p; /* the arena goes at once */
+}
+
 int hs_pyro_push_decode(const uint8_t *body, size_t len, bool json,
                         const struct hs_pyro_limits *lim, struct hs_profiles *b,
                         struct hs_pyro_fail *f)
 {
-    /* protobuf-c's structures are a few times the wire size at most; the cap stops a body
-     * of tiny repeated messages from growing without bound */
-    struct hs_arena *arena = hs_arena_new(len + 4096, len * 16 + (1 << 20));
-    if (!arena)
-        return hs_pyro_fail_code(f, HS_ENOMEM, "PushRequest", NULL);
-    int rc;
-    if (json) {
-        json_error_t jerr;
-        json_t *root = json_loadb((const char *)body, len, 0, &jerr);
-        if (!root) {
-            rc = hs_pyro_failf(f, 400, "bad_json",
-                               "PushRequest: invalid JSON at line %d "
-                               "column %d: %s",
-                               jerr.line, jerr.column, jerr.text);
-        } else {
-            Push__V1__PushRequest req = PUSH__V1__PUSH_REQUEST__INIT;
-            struct jctx c = {arena, f};
-            rc = json_request(&c, root, &req);
-            if (rc == 0)
-                rc = convert(&req, lim, b, f);
-            json_decref(root);
-        }
-    } else {
-        ProtobufCAllocator alloc = hs_arena_pb_allocator(arena);
-        Push__V1__PushRequest *req = push__v1__push_request__unpack(&alloc, len, body);
-        rc = req ? convert(req, lim, b, f)
-                 : hs_pyro_failf(f, 400, "malformed", "PushRequest: malformed protobuf");
+    struct hs_buf wire = {0};
+    int rc =
+        json ? hs_pyro_push_json_to_wire(body, len, lim, &wire, f) : wire_counts(body, len, lim, f);
+    if (rc) {
+        hs_buf_free(&wire);
+        return rc;
     }
-    hs_arena_free(arena);
+    if (json) {
+        body = wire.data ? wire.data : (const uint8_t *)"";
+        len = wire.len;
+    }
+    /* with the counts bounded, protobuf-c's structures are the bytes plus a few MiB at most
+     * (1000 series of 30 labels are 3 MiB); the cap holds if the limits were raised far */
+    size_t cap = 2 * len + PUSH_ARENA_BASE;
+    struct capped c = {.a = hs_arena_new(len + len / 4 + 16384, cap)}; /* bytes + structs */
+    if (!c.a) {
+        hs_buf_free(&wire);
+        return hs_pyro_fail_code(f, HS_ENOMEM, "PushRequest", NULL);
+    }
+    ProtobufCAllocator alloc = {.alloc = capped_alloc, .free = capped_free, .allocator_data = &c};
+    Push__V1__PushRequest *req = push__v1__push_request__unpack(&alloc, len, body);
+    hs_buf_free(&wire); /* protobuf-c copied what it keeps */
+    if (req)
+        rc = convert(req, lim, b, f);
+    else if (c.full)
+        rc = hs_pyro_failf(f, 413, "too_large",
+                           "PushRequest: decoded, it would pass its memory cap (%zu bytes: twice "
+                           "the body and %u MiB)",
+                           cap, PUSH_ARENA_BASE >> 20);
+    else
+        rc = hs_pyro_failf(f, 400, "malformed", "PushRequest: malformed protobuf");
+    hs_arena_free(c.a);
     return rc;
 }

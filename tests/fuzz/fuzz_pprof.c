@@ -73,11 +73,12 @@ static void pprof_side(const uint8_t *data, size_t size)
 
 static void folded_side(const uint8_t *data, size_t size)
 {
-    static const struct hs_pprof_limits lim = {.max_decompressed = 64 << 20};
+    static const struct hs_pprof_limits lim = {
+        .max_decompressed = 64 << 20, .max_samples = 256, .max_string_len = 1024};
     char err[256];
     struct hs_buf out = {0};
     int rc = hs_pprof_from_folded((const char *)data, size, "cpu", "nanoseconds",
-                                  size % 2 ? 10000000 : 0, 256, &out, err, sizeof(err));
+                                  size % 2 ? 10000000 : 0, &lim, &out, err, sizeof(err));
     if (rc == 0) {
         struct hs_profile *p = hs_profile_new();
         if (!p || hs_profile_set_raw(p, out.data, out.len) != 0)

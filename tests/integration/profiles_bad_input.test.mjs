@@ -1,6 +1,7 @@
 // Broken and hostile profiles at the pyroscope receiver while a good client keeps sending: each
-// bad request gets 400 / 413 / 415 with a JSON {code, message} body whose message names the
-// problem; the good client (valid profiles over /ingest and push, the whole time) sees only 200
+// bad request (malformed pprof, folded lines without a count or with a negative one, until before
+// from, names past max_string_length, limits) gets 400 / 413 / 415 with a JSON {code, message}
+// body whose message names the problem; the good client (valid profiles over /ingest and push, the whole time) sees only 200
 // and every one of its profiles reaches the sink exactly once; /metrics counts the failures.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -212,6 +213,44 @@ service:
     assertJsonError({ status: parsed.status, headers: parsed.headers, body: text, json }, 413,
       /max_request_body_size \(262144 bytes\)/, 'a body over max_request_body_size');
     assert.equal(parsed.headers.connection, 'close', 'the refused body is not read');
+  });
+
+  it('folded: a negative count, a line without one; until before from; a 100 KB name: 400', async () => {
+    const folded = (body, query = {}) => postIngest(port, { query: { name: 'it-bad.cpu', ...query },
+      body: Buffer.from(body), contentType: 'text/plain' });
+    let res = await folded('main;work 3\nmain;gc -2\n');
+    assertJsonError(res, 400, /^folded: line 2: count -2 is negative/, 'a negative count');
+    res = await folded('main;work 3\n\nmain;gc\n');
+    assertJsonError(res, 400, /^folded: line 3: no count \(a folded line is "frame;frame count"\)$/,
+      'a line without a count (Pyroscope skips it)');
+    const now = Math.floor(Date.now() / 1000);
+    res = await folded('main;work 3\n', { from: String(now), until: String(now - 10) });
+    assertJsonError(res, 400, new RegExp(`^until \\(${now - 10}\\) is before from \\(${now}\\)$`), 'until < from');
+    // names past max_string_length (65535, where Pyroscope cuts symbols), in folded text and pprof
+    const long = `main.${'x'.repeat(100 * 1024)}`;
+    res = await folded(`main;${long} 1\n`);
+    assertJsonError(res, 400, /^folded: line 1: frame 2 is 102405 bytes long, more than max_string_length \(65535\)$/,
+      'a folded frame of 100 KB');
+    const pprof = encodeProfile(buildProfile({ samples: [{ stack: ['main', long], values: [1, 10000000] }],
+      files: { [long]: 'main.go' } }));
+    res = await postIngest(port, ingestPprof(pprof));
+    assertJsonError(res, 400, /^profile: string_table\[\d+\]: 102405 bytes \("main\.x{27}\.\.\."\), more than max_string_length \(65535\)$/,
+      'a function name of 100 KB (/ingest)');
+    res = await postPush(port, encodePushRequest([{ labels: { __name__: 'process_cpu', service_name: 'it-bad' },
+      samples: [{ raw: pprof }] }]));
+    assertJsonError(res, 400, /^series\[0\]\.samples\[0\]: string_table\[\d+\]: 102405 bytes/,
+      'a function name of 100 KB (push)');
+  });
+
+  it('a sample_type_config over 64 KiB: 413 before jansson reads it', async () => {
+    const stc = JSON.stringify(Object.fromEntries(Array.from({ length: 7000 },
+      (_, i) => [`t${i}`, { units: 'samples' }])));
+    assert.ok(stc.length > 65536 && stc.length < LIMITS.body, `${stc.length} bytes`);
+    const mp = multipartBody([{ name: 'profile', filename: 'p.pprof', data: encodeProfile(goodSpec(5)) },
+      { name: 'sample_type_config', filename: 'sample_type_config.json', data: Buffer.from(stc) }]);
+    const res = await postIngest(port, { query: { name: 'it-bad' }, body: mp.body, contentType: mp.contentType });
+    assertJsonError(res, 413, new RegExp(`^sample_type_config: ${stc.length} bytes, more than 65536`),
+      'a sample_type_config of 200 KB');
   });
 
   it('wrong content type / encoding on push: 415', async () => {

@@ -107,7 +107,8 @@ static struct hs_traces *batch(struct hs_buf *wire_copy)
 {
     struct hs_buf wire = {0};
     char err[256];
-    assert_int_equal(hs_otlp_json_to_wire(BATCH, strlen(BATCH), &wire, err, sizeof(err)), 0);
+    assert_int_equal(hs_otlp_json_to_wire(BATCH, strlen(BATCH), NULL, &wire, err, sizeof(err)),
+                     0);
     if (wire_copy)
         hs_buf_append(wire_copy, wire.data, wire.len);
     return hs_traces_wrap(wire.data, wire.len, wire.cap, 3, 2);
@@ -169,7 +170,7 @@ static void test_normal_annotations(void **state)
         "{\"key\":\"hotspan.pattern\",\"value\":{\"stringValue\":\"n_plus_one\"}}]}]}]}]}";
     struct hs_buf wire = {0};
     char err[256];
-    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), NULL, &wire, err, sizeof(err)), 0);
     assert_int_equal(hs_exporter_debug.consume_traces(
                          fx->c, hs_traces_wrap(wire.data, wire.len, wire.cap, 1, 1)),
                      0);
@@ -199,7 +200,8 @@ static void test_detailed(void **state)
     assert_string_equal(nl + 1, "");
     struct hs_buf back = {0};
     char err[256];
-    assert_int_equal(hs_otlp_json_to_wire(json, (size_t)(nl - json), &back, err, sizeof(err)), 0);
+    assert_int_equal(hs_otlp_json_to_wire(json, (size_t)(nl - json), NULL, &back, err, sizeof(err)),
+                     0);
     assert_int_equal(back.len, wire.len);
     assert_memory_equal(back.data, wire.data, wire.len);
     hs_buf_free(&back);
@@ -372,7 +374,7 @@ static struct hs_traces *json_batch(const char *json, uint32_t rs, uint32_t span
 {
     struct hs_buf wire = {0};
     char err[256];
-    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), NULL, &wire, err, sizeof(err)), 0);
     return hs_traces_wrap(wire.data, wire.len, wire.cap, spans, rs);
 }
 

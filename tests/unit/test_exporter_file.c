@@ -113,7 +113,8 @@ static struct hs_traces *batch(unsigned seq, unsigned spans, size_t pad)
     free(padding);
     struct hs_buf wire = {0};
     char err[256];
-    assert_int_equal(hs_otlp_json_to_wire((char *)js.data, js.len, &wire, err, sizeof(err)), 0);
+    assert_int_equal(hs_otlp_json_to_wire((char *)js.data, js.len, NULL, &wire, err, sizeof(err)),
+                     0);
     hs_buf_free(&js);
     struct hs_traces *t = hs_traces_wrap(wire.data, wire.len, wire.cap, spans, 1);
     assert_non_null(t);
@@ -203,8 +204,8 @@ static void test_writes_json_lines(void **state)
         char *nl = strchr(line, '\n');
         struct hs_buf wire = {0};
         char err[256];
-        assert_int_equal(hs_otlp_json_to_wire(line, (size_t)(nl - line), &wire, err, sizeof(err)),
-                         0);
+        assert_int_equal(
+            hs_otlp_json_to_wire(line, (size_t)(nl - line), NULL, &wire, err, sizeof(err)), 0);
         assert_int_equal(wire.len, sent[i]->len);
         assert_memory_equal(wire.data, sent[i]->data, wire.len);
         hs_buf_free(&wire);

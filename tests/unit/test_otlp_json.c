@@ -19,6 +19,7 @@
 #include "core/errors.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "pdata/otlp_json.h"
+#include "pdata/otlp_wire.h"
 
 typedef Opentelemetry__Proto__Common__V1__AnyValue Any;
 typedef Opentelemetry__Proto__Common__V1__KeyValue KV;
@@ -61,7 +62,7 @@ static Request *to_request(const char *json_q, struct hs_buf *wire)
 {
     char err[256] = "";
     const char *json = q(json_q);
-    int rc = hs_otlp_json_to_wire(json, strlen(json), wire, err, sizeof(err));
+    int rc = hs_otlp_json_to_wire(json, strlen(json), NULL, wire, err, sizeof(err));
     if (rc)
         fail_msg("hs_otlp_json_to_wire: %d %s", rc, err);
     ProtobufCAllocator alloc = hs_arena_pb_allocator(A);
@@ -267,6 +268,16 @@ static void test_lenient_forms(void **state)
         "'status':{'code':'STATUS_CODE_OK','message':null}}]}],'schema_url':'u'}]}";
     assert_same_wire(strict, lenient);
 
+    /* keys in any order give the bytes of field number order, as protobuf-c packs them: here
+     * every message's keys reversed, and a repeated field between two scalars */
+    assert_same_wire(
+        strict, "{'resourceSpans':[{'schemaUrl':'u','scopeSpans':[{'spans':[{"
+                "'status':{'code':1},'attributes':[{'value':{'intValue':'9007199254740993'},"
+                "'key':'i'},{'value':{'bytesValue':'aGk='},'key':'b'}],"
+                "'droppedAttributesCount':2,'endTimeUnixNano':'1544712661000000000',"
+                "'startTimeUnixNano':'1544712660000000000','kind':3,'name':'n',"
+                "'spanId':'eee19b7ec3c1b174','traceId':'5b8efff798038103d269b633813fc60c'}]}]}]}");
+
     /* an empty parentSpanId is a root span's; integral reals are integers */
     assert_same_wire("{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'r','kind':1}]}]}]}",
                      "{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'r','parentSpanId':'',"
@@ -289,6 +300,17 @@ static void test_lenient_forms(void **state)
     assert_true(kv[4]->value->double_value == 1.25);
     hs_buf_free(&w);
 
+    /* the same conversion for any request protobuf-c describes */
+    struct hs_buf d1 = {0}, d2 = {0};
+    const char *js = q(strict);
+    char e[256];
+    assert_int_equal(hs_otlp_json_to_wire_desc(&REQ_DESC, js, strlen(js), &d1, e, sizeof(e)), 0);
+    to_request(strict, &d2);
+    assert_int_equal(d1.len, d2.len);
+    assert_memory_equal(d1.data, d2.data, d1.len);
+    hs_buf_free(&d1);
+    hs_buf_free(&d2);
+
     /* an empty request is valid and empty on the wire */
     r = to_request("{}", &w);
     assert_int_equal(r->n_resource_spans, 0);
@@ -302,7 +324,7 @@ static void assert_error(const char *json_q, const char *want)
     hs_buf_append(&out, "keep", 4);
     char err[256] = "";
     const char *json = q(json_q);
-    int rc = hs_otlp_json_to_wire(json, strlen(json), &out, err, sizeof(err));
+    int rc = hs_otlp_json_to_wire(json, strlen(json), NULL, &out, err, sizeof(err));
     assert_int_equal(rc, HS_EINVAL);
     assert_string_equal(err, want);
     assert_int_equal(out.len, 4); /* nothing appended on failure */
@@ -383,7 +405,8 @@ static void test_shape_errors(void **state)
     assert_error("  [1]", "line 1 col 3: an array is not an object");
 }
 
-/* Nesting is bounded in messages, not only by jansson's 2048 JSON levels. */
+/* Nesting is bounded in values (max_value_depth, as the wire scanner counts it) and in JSON
+ * levels (4 x max_value_depth + 16), so unknown members cannot nest without end either. */
 static void test_depth_limit(void **state)
 {
     struct hs_buf deep = {0};
@@ -398,21 +421,122 @@ static void test_depth_limit(void **state)
     struct hs_buf out = {0};
     char err[256];
     const char *json = q((char *)deep.data);
-    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &out, err, sizeof(err)), HS_EINVAL);
-    assert_non_null(strstr(err, ": nested more than 400 levels deep"));
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), NULL, &out, err, sizeof(err)),
+                     HS_E2BIG);
+    /* the path's middle gives way, so its start and the failing element both show */
+    assert_non_null(strstr(err, ": resourceSpans[0].resource.attributes[0].value..."));
+    assert_non_null(strstr(err, ".arrayValue.values[0]: nested deeper than 32 (limit "
+                                "max_value_depth)"));
+    assert_true(strlen(err) < 250);
+    assert_int_equal(out.len, 0);
+
+    /* the same with max_value_depth 128: 200 levels are still too many */
+    const struct hs_otlp_limits wide = {.max_value_depth = 128};
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wide, &out, err, sizeof(err)),
+                     HS_E2BIG);
+    assert_non_null(strstr(err, ": nested deeper than 128 (limit max_value_depth)"));
+
+    /* an unknown member nested deeper than 4 x 32 + 16 JSON levels */
+    hs_buf_reset(&deep);
+    hs_buf_printf(&deep, "{\"future\":");
+    for (int i = 0; i < 144; i++)
+        hs_buf_putc(&deep, '[');
+    for (int i = 0; i < 144; i++)
+        hs_buf_putc(&deep, ']');
+    hs_buf_putc(&deep, '}');
+    assert_int_equal(
+        hs_otlp_json_to_wire((char *)deep.data, deep.len, NULL, &out, err, sizeof(err)), HS_E2BIG);
+    assert_string_equal(err, "line 1 col 154: nested deeper than 144 levels (limit "
+                             "max_value_depth)");
+    deep.len -= 2; /* one level less passes */
+    memmove(deep.data + 11, deep.data + 12, deep.len - 11);
+    deep.data[deep.len - 1] = '}';
+    assert_int_equal(
+        hs_otlp_json_to_wire((char *)deep.data, deep.len, NULL, &out, err, sizeof(err)), 0);
     assert_int_equal(out.len, 0);
     hs_buf_free(&out);
     hs_buf_free(&deep);
 }
 
+static void assert_limit(const struct hs_otlp_limits *lim, const char *json_q, const char *want)
+{
+    struct hs_buf out = {0};
+    char err[256] = "";
+    const char *json = q(json_q);
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), lim, &out, err, sizeof(err)),
+                     HS_E2BIG);
+    assert_string_equal(err, want);
+    assert_int_equal(out.len, 0);
+    hs_buf_free(&out);
+}
+
+/* The receiver's limits stop a request at the element that passes one, named by its path:
+ * spans (and the resourceSpans and scopeSpans that should carry them) summed over the request,
+ * attributes per resource, scope, span, event and link. Nulls are absent, so they do not count. */
+static void test_count_limits(void **state)
+{
+    const struct hs_otlp_limits lim = {.max_spans = 2, .max_attributes = 2};
+    assert_limit(&lim, "{'resourceSpans':[{},null,{},{}]}",
+                 "line 1 col 30: resourceSpans[3]: more than 2 in one request (limit "
+                 "max_spans_per_request)");
+    assert_limit(&lim, "{'resourceSpans':[{'scopeSpans':[{}]},{'scopeSpans':[{},{}]}]}",
+                 "line 1 col 57: resourceSpans[1].scopeSpans[1]: more than 2 in one request "
+                 "(limit max_spans_per_request)");
+    assert_limit(&lim, "{'resourceSpans':[{'scopeSpans':[{'spans':[{}]},{'spans':[{},{}]}]}]}",
+                 "line 1 col 62: resourceSpans[0].scopeSpans[1].spans[1]: more than 2 in one "
+                 "request (limit max_spans_per_request)");
+    const char *three = "[{'key':'a'},{'key':'b'},{'key':'c'}]";
+    char buf[512];
+    snprintf(buf, sizeof(buf), "{'resourceSpans':[{'resource':{'attributes':%s}}]}", three);
+    assert_limit(&lim, buf,
+                 "line 1 col 70: resourceSpans[0].resource.attributes[2]: more than 2 (limit "
+                 "max_attributes)");
+    snprintf(buf, sizeof(buf), "{'resourceSpans':[{'scopeSpans':[{'scope':{'attributes':%s}}]}]}",
+             three);
+    assert_limit(&lim, buf,
+                 "line 1 col 82: resourceSpans[0].scopeSpans[0].scope.attributes[2]: more than 2 "
+                 "(limit max_attributes)");
+    snprintf(buf, sizeof(buf),
+             "{'resourceSpans':[{'scopeSpans':[{'spans':[{'events':[{'attributes':%s}]}]}]}]}",
+             three);
+    assert_limit(&lim, buf,
+                 "line 1 col 94: resourceSpans[0].scopeSpans[0].spans[0].events[0].attributes[2]: "
+                 "more than 2 (limit max_attributes)");
+    snprintf(buf, sizeof(buf),
+             "{'resourceSpans':[{'scopeSpans':[{'spans':[{'links':[{'attributes':%s}]}]}]}]}",
+             three);
+    assert_limit(&lim, buf,
+                 "line 1 col 93: resourceSpans[0].scopeSpans[0].spans[0].links[0].attributes[2]: "
+                 "more than 2 (limit max_attributes)");
+    /* per message, not per request: two spans of two attributes each pass */
+    struct hs_buf w = {0};
+    const char *ok = q("{'resourceSpans':[{'scopeSpans':[{'spans':[{'attributes':[{'key':'a'},"
+                       "{'key':'b'}]},{'attributes':[{'key':'a'},null,{'key':'b'}]}]}]}]}");
+    char err[256];
+    assert_int_equal(hs_otlp_json_to_wire(ok, strlen(ok), &lim, &w, err, sizeof(err)), 0);
+    hs_buf_free(&w);
+}
+
 static void test_syntax_errors(void **state)
 {
-    /* jansson's own messages, with its line and column */
+    /* the reader's own messages, at the offending character */
     assert_error("{'resourceSpans': [\n  {'scopeSpans': ]}",
-                 "line 2 col 18: unexpected token near ']'");
-    assert_error("{'a': 1, 'a': 2}", "line 1 col 12: duplicate object key near '\"a\"'");
-    assert_error("", "line 1 col 0: '[' or '{' expected near end of file");
-    assert_error("{} x", "line 1 col 4: end of file expected near 'x'");
+                 "line 2 col 18: unexpected ']' (a value is expected)");
+    assert_error("{'resourceSpans': [], 'resourceSpans': []}",
+                 "line 1 col 40: resourceSpans: given twice");
+    assert_error("", "line 1 col 1: unexpected end of text (a value is expected)");
+    assert_error("{} x", "line 1 col 4: unexpected 'x' after the end of the value");
+    assert_error("{'a': 1,}", "line 1 col 9: unexpected '}' (expected a member name in quotes)");
+    assert_error("{'a' 1}", "line 1 col 6: unexpected '1' (expected ':' after the member name)");
+    assert_error("{'a': [1 2]}", "line 1 col 10: unexpected '2' (expected ',' or ']')");
+    assert_error("{'a': 'x\\q'}", "line 1 col 9: invalid escape: backslash before 'q'");
+    assert_error("{'a': '\\ud800'}",
+                 "line 1 col 8: invalid \\uD800: a high surrogate without its low half");
+    assert_error("{'a': '\xff'}", "line 1 col 8: invalid UTF-8 in a string (byte 0xff)");
+    assert_error("{'a': '\x01'}", "line 1 col 8: control character 0x01 in a string (escape it)");
+    assert_error("{'a': -}", "line 1 col 7: invalid number (a digit must follow '-')");
+    assert_error("{'a': tru}", "line 1 col 7: unexpected 't' (a value is expected)");
+    assert_error("{'a': 'open", "line 1 col 7: unterminated string");
 }
 
 static char *wire_to_json(const uint8_t *p, size_t len)
@@ -522,6 +646,8 @@ static size_t build_edge_request(uint8_t **out)
     return len;
 }
 
+/* A canonical request (fields in number order, as protobuf-c packs them) survives wire -> JSON
+ * -> wire byte for byte. */
 static void assert_round_trip(const uint8_t *wire, size_t len)
 {
     char *json = wire_to_json(wire, len);
@@ -532,7 +658,7 @@ static void assert_round_trip(const uint8_t *wire, size_t len)
     json_decref(j);
     struct hs_buf back = {0};
     char err[256];
-    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &back, err, sizeof(err)), 0);
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), NULL, &back, err, sizeof(err)), 0);
     assert_int_equal(back.len, len);
     assert_memory_equal(back.data, wire, len);
     hs_buf_free(&back);
@@ -608,7 +734,7 @@ static void test_nul_in_strings(void **state)
                          "'attributes':[{'key':'k','value':{'stringValue':'\\u0000'}}]}]}]}]}");
     struct hs_buf wire = {0};
     char err[256];
-    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), NULL, &wire, err, sizeof(err)), 0);
     assert_non_null(memmem(wire.data, wire.len,
                            "\x2a\x03"
                            "a\0b",
@@ -622,18 +748,21 @@ static void test_nul_in_strings(void **state)
 
     /* a string that starts with U+0000 is not an empty (so omitted) one */
     json = q("{'resourceSpans':[{'scopeSpans':[{'spans':[{'name':'\\u0000x'}]}]}]}");
-    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), &wire, err, sizeof(err)), 0);
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), NULL, &wire, err, sizeof(err)), 0);
     assert_string_equal(wire_to_json(wire.data, wire.len), json);
     hs_buf_free(&wire);
 
     assert_error(SPAN_PREFIX "{'startTimeUnixNano':'12\\u0000'}]}]}]}",
                  "line 1 col 78: resourceSpans[0].scopeSpans[0].spans[1].startTimeUnixNano: "
-                 "\"12\" is not a 64-bit integer");
+                 "\"12\\u0000\" is not a 64-bit integer");
     assert_error(SPAN_PREFIX "{'kind':'SPAN_KIND_SERVER\\u0000'}]}]}]}",
                  "line 1 col 65: resourceSpans[0].scopeSpans[0].spans[1].kind: "
-                 "\"SPAN_KIND_SERVER\" is not a SpanKind");
-    assert_error("{'kind\\u0000': 1}",
-                 "line 1 col 13: NUL byte in object key not supported near '\"kind\\u0000\"'");
+                 "\"SPAN_KIND_SERVER\\u0000\" is not a SpanKind");
+    /* a key holding U+0000 names no field: an unknown member, ignored */
+    json = q("{'resourceSpans\\u0000': [1]}");
+    assert_int_equal(hs_otlp_json_to_wire(json, strlen(json), NULL, &wire, err, sizeof(err)), 0);
+    assert_int_equal(wire.len, 0);
+    hs_buf_free(&wire);
 }
 
 static void test_bad_wire(void **state)
@@ -657,6 +786,27 @@ static void test_put_string(void **state)
     hs_buf_free(&b);
 }
 
+/* The otlp exporter reads a backend's JSON answer in place: rejectedSpans as a string (OTLP/JSON)
+ * or a number, errorMessage decoded, other members skipped, anything unreadable worth 0. */
+static void test_partial_success(void **state)
+{
+    char msg[32];
+    const char *a = "{\"other\":[{}],\"partialSuccess\":{\"rejectedSpans\":\"3\","
+                    "\"errorMessage\":\"ids \\u00e9\\\"zero\\\"\"}}";
+    assert_int_equal(hs_otlp_json_partial_success(a, strlen(a), msg, sizeof(msg)), 3);
+    assert_string_equal(msg, "ids \xc3\xa9\"zero\"");
+    const char *b = "{\"partialSuccess\":{\"x\":{\"y\":[1]},\"rejectedSpans\":7}}";
+    assert_int_equal(hs_otlp_json_partial_success(b, strlen(b), msg, sizeof(msg)), 7);
+    assert_string_equal(msg, "");
+    const char *c = "{\"partialSuccess\":{\"errorMessage\":\"a message longer than the 32 bytes "
+                    "of room\"}}";
+    assert_int_equal(hs_otlp_json_partial_success(c, strlen(c), msg, sizeof(msg)), 0);
+    assert_string_equal(msg, "a message longer than the 32 by"); /* its start */
+    assert_int_equal(hs_otlp_json_partial_success("{}", 2, msg, sizeof(msg)), 0);
+    assert_int_equal(hs_otlp_json_partial_success("[1,", 3, msg, sizeof(msg)), 0);
+    assert_int_equal(hs_otlp_json_partial_success("", 0, msg, sizeof(msg)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -666,12 +816,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_value_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shape_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_depth_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_count_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_syntax_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strict_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_utf8, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nul_in_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_wire, setup, teardown),
+        cmocka_unit_test(test_partial_success),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

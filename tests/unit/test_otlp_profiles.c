@@ -981,7 +981,10 @@ static void test_json_bad(void **state)
         int rc;
         const char *want;
     } cases[] = {
-        {"{\"resourceProfiles\":[", HS_EINVAL, "line 1 col 21:"},
+        {"{\"resourceProfiles\":[", HS_EINVAL, "line 1 col 22:"},
+        /* protobuf-c's strings end at a NUL: a name would be cut short, so it is refused */
+        {"{\"dictionary\":{\"stringTable\":[\"\",\"a\\u0000b\"]}}", HS_EINVAL,
+         "\\u0000 is not allowed in this document"},
         {"{\"dictionary\":{\"linkTable\":[{\"spanId\":\"xyz\"}]}}", HS_EINVAL,
          "dictionary.linkTable[0].spanId: \"xyz\" is not 16 hex digits"},
         {"{\"dictionary\":{\"stringTable\":[\"\"],\"stackTable\":[{}]},\"resourceProfiles\":[{"

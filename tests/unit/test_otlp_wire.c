@@ -459,6 +459,23 @@ static void test_span_and_attribute_limits(void **state)
                  "resource_spans[0].scope_spans[1].spans: more than 3 in one request (limit "
                  "max_spans)");
 
+    /* resource and scope spans count against it too, summed over the request: each should
+     * hold spans, and a body of empty ones holds nothing */
+    Request *empty = request(
+        "svc", 2, (ScopeSpans **)list(2, scope_spans("a", 0, NULL), scope_spans("b", 0, NULL)));
+    lim.max_spans = 1;
+    expect_error(pack(empty), &lim, HS_E2BIG,
+                 "resource_spans[0].scope_spans: more than 1 in one request (limit max_spans)");
+    lim.max_spans = 1000;
+    empty->n_resource_spans = 1001;
+    empty->resource_spans = zalloc(1001 * sizeof(ResourceSpans *));
+    for (int i = 0; i < 1001; i++)
+        empty->resource_spans[i] = request("svc", 0, NULL)->resource_spans[0];
+    expect_error(pack(empty), &lim, HS_E2BIG,
+                 "resource_spans: more than 1000 in one request (limit max_spans)");
+    empty->n_resource_spans = 1000;
+    assert_int_equal(scan(pack(empty), &lim, NULL), 0);
+
     lim = (struct hs_otlp_limits){.max_attributes = 2};
     assert_int_equal(scan(b, &lim, NULL), 0); /* the resource has 2 attributes */
     Span *s = r->resource_spans[0]->scope_spans[1]->spans[1];

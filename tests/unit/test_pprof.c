@@ -824,6 +824,12 @@ static void m_utf8(struct pb *b)
 {
     b->strs[S(b, "main.foo")] = "main.\xc3\x28";
 }
+static void m_long_name(struct pb *b)
+{
+    /* 65 bytes, the 32nd and 33rd one character: the message shows 31, not half of it */
+    b->strs[S(b, "main.foo")] = "main.foo.aaaaaaaaaaaaaaaaaaaaaa\xc3\xa9"
+                                "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+}
 static void m_label_key(struct pb *b)
 {
     add_label(b, b->samples[0], "span_id", "x");
@@ -867,8 +873,11 @@ static void m_labels_limit(struct pb *b)
         add_label(b, b->samples[2], "k", "v");
 }
 
-static const struct hs_pprof_limits small = {
-    .max_decompressed = 1 << 20, .max_samples = 5, .max_sample_labels = 4, .max_stack_depth = 100};
+static const struct hs_pprof_limits small = {.max_decompressed = 1 << 20,
+                                             .max_samples = 5,
+                                             .max_sample_labels = 4,
+                                             .max_stack_depth = 100,
+                                             .max_string_len = 64};
 
 static const struct bad bads[] = {
     {"empty string table", m_empty_strings, HS_EINVAL, "string_table is empty"},
@@ -890,6 +899,9 @@ static const struct bad bads[] = {
     {"value count", m_values, HS_EINVAL, "sample[2].value: 1 values, but 2 sample types"},
     {"no sample types", m_no_types, HS_EINVAL, "sample_type: missing"},
     {"utf-8", m_utf8, HS_EINVAL, "not valid UTF-8"},
+    {"long name", m_long_name, HS_EINVAL,
+     "string_table[7]: 65 bytes (\"main.foo.aaaaaaaaaaaaaaaaaaaaaa...\"), more than "
+     "max_string_length (64)"},
     {"label key", m_label_key, HS_EINVAL, "sample[0].label[0].key: string index 500"},
     {"label str", m_label_str, HS_EINVAL, "sample[1].label[0].str"},
     {"period type", m_period_type, HS_EINVAL, "period_type.unit: string index 31"},
@@ -991,13 +1003,15 @@ static void test_truncations(void **state)
 
 /* ---- folded ------------------------------------------------------------------------------ */
 
+static const struct hs_pprof_limits folded_lim = {.max_samples = 100, .max_string_len = 64};
+
 static struct hs_profile *summarize_folded(const char *text, const char *type, const char *unit,
                                            int64_t period)
 {
     struct hs_buf out = {0};
-    assert_int_equal(
-        hs_pprof_from_folded(text, strlen(text), type, unit, period, 100, &out, err, sizeof(err)),
-        0);
+    assert_int_equal(hs_pprof_from_folded(text, strlen(text), type, unit, period, &folded_lim, &out,
+                                          err, sizeof(err)),
+                     0);
     struct hs_profile *p;
     assert_int_equal(summarize_bytes(out.data, out.len, &big, &p), 0);
     hs_buf_free(&out);
@@ -1009,7 +1023,7 @@ static void test_folded_roundtrip(void **state)
     const char *text = "main;foo;bar 100\r\n"
                        "\n"
                        "main;foo 50\n"
-                       "nocount\n"
+                       "\r\n"
                        "main;foo;bar 25\n"
                        "main;fib;fib;fib 3\n"
                        "main;my func with spaces 7"; /* no trailing newline */
@@ -1054,34 +1068,49 @@ static void test_folded_roundtrip(void **state)
     hs_profile_free(p);
 }
 
-static void test_folded_errors(void **state)
+static void expect_folded(const char *t, int64_t period, uint32_t max_samples, int rc,
+                          const char *msg)
 {
     struct hs_buf out = {0};
-    const char *t = "a;b 1\nc 2\na;b x3\n";
+    const struct hs_pprof_limits lim = {.max_samples = max_samples, .max_string_len = 64};
     assert_int_equal(
-        hs_pprof_from_folded(t, strlen(t), "cpu", "nanoseconds", 1, 10, &out, err, sizeof(err)),
-        HS_EINVAL);
-    assert_non_null(strstr(err, "line 3"));
-    t = "a 1\n\nb 2.5\n";
-    assert_int_equal(hs_pprof_from_folded(t, strlen(t), "cpu", "ns", 0, 10, &out, err, sizeof(err)),
-                     HS_EINVAL);
-    assert_non_null(strstr(err, "line 3"));
-    t = "a 1\nb 2\nc 3\n";
-    assert_int_equal(hs_pprof_from_folded(t, strlen(t), "cpu", "ns", 0, 2, &out, err, sizeof(err)),
-                     HS_E2BIG);
-    assert_non_null(strstr(err, "max_samples"));
-    t = "a 99999999999999999\n";
-    assert_int_equal(
-        hs_pprof_from_folded(t, strlen(t), "cpu", "ns", 1000000000, 2, &out, err, sizeof(err)),
-        HS_EINVAL);
-    assert_non_null(strstr(err, "line 1"));
-    t = "a;\xff 1\n";
-    assert_int_equal(hs_pprof_from_folded(t, strlen(t), "cpu", "ns", 0, 2, &out, err, sizeof(err)),
-                     HS_EINVAL);
-    assert_non_null(strstr(err, "UTF-8"));
+        hs_pprof_from_folded(t, strlen(t), "cpu", "ns", period, &lim, &out, err, sizeof(err)), rc);
+    if (!strstr(err, msg))
+        fail_msg("\"%s\": got \"%s\", want \"%s\"", t, err, msg);
     assert_int_equal(out.len, 0); /* nothing written on failure */
+    hs_buf_free(&out);
+}
+
+static void test_folded_errors(void **state)
+{
+    expect_folded("a;b 1\nc 2\na;b x3\n", 1, 10, HS_EINVAL,
+                  "line 3: the count after the last space is not an integer");
+    expect_folded("a 1\n\nb 2.5\n", 0, 10, HS_EINVAL, "line 3: the count");
+    expect_folded("a 1\nb 2\nc 3\n", 0, 2, HS_E2BIG,
+                  "folded profile has 3 stacks, more than max_samples (2)");
+    expect_folded("a 99999999999999999\n", 1000000000, 2, HS_EINVAL,
+                  "line 1: count x period does not fit in 64 bits");
+    expect_folded("a;\xff 1\n", 0, 2, HS_EINVAL, "line 1: not valid UTF-8");
+    /* what Pyroscope would take: a negative count, a line without one (it skips those) */
+    expect_folded("a;b 1\na;c -5\n", 0, 10, HS_EINVAL,
+                  "line 2: count -5 is negative (a count of samples cannot be)");
+    expect_folded("a;b 1\n\na;b\n", 0, 10, HS_EINVAL,
+                  "line 3: no count (a folded line is \"frame;frame count\")");
+    /* a frame past max_string_length (64 here): 65 bytes */
+    expect_folded("a;bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb;c 1\n", 0,
+                  10, HS_EINVAL,
+                  "line 1: frame 2 is 65 bytes long, more than max_string_length (64)");
+
+    /* the edges that pass: 64 bytes, a count of 0, a final line without a newline, "+1" */
+    struct hs_buf out = {0};
+    const char *ok = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb 0\na +1";
+    assert_int_equal(
+        hs_pprof_from_folded(ok, strlen(ok), "cpu", "ns", 0, &folded_lim, &out, err, sizeof(err)),
+        0);
+    hs_buf_reset(&out);
     /* empty text: a valid, empty profile */
-    assert_int_equal(hs_pprof_from_folded("", 0, "cpu", "ns", 0, 2, &out, err, sizeof(err)), 0);
+    assert_int_equal(
+        hs_pprof_from_folded("", 0, "cpu", "ns", 0, &folded_lim, &out, err, sizeof(err)), 0);
     struct hs_profile *p;
     assert_int_equal(summarize_bytes(out.data, out.len, &big, &p), 0);
     assert_int_equal(p->summary.samples, 0);

@@ -660,6 +660,11 @@ static void client_errors(struct fix *f)
            "format tree is not supported");
     EXPECT(f, "/ingest?name=app.nosuch", "", "a;b 1\n", 6, 400, "unknown profile type");
     EXPECT(f, "/ingest?name=app.cpu", "", "a;b x\n", 6, 400, "folded: ");
+    EXPECT(f, "/ingest?name=app.cpu", "", "a;b -1\n", 7, 400,
+           "folded: line 1: count -1 is negative");
+    EXPECT(f, "/ingest?name=app.cpu", "", "a;b 1\na;b\n", 10, 400, "folded: line 2: no count");
+    EXPECT(f, "/ingest?name=app.cpu&from=1700000010&until=1700000009", "", "a;b 1\n", 6, 400,
+           "until (1700000009) is before from (1700000010)");
     build_pprof(&big, 5, NULL, false); /* max_samples is 4 here */
     EXPECT(f, "/ingest?format=pprof&name=app", raw, big.data, big.len, 413, "profile: ");
 
@@ -700,10 +705,14 @@ static void client_errors(struct fix *f)
     const char *pb = "Content-Type: application/proto\r\n";
     EXPECT(f, PUSH, pb, "", 0, 400, "no profiles received");
     EXPECT(f, PUSH, "Content-Type: application/json\r\n", "{}", 2, 400, "no profiles received");
-    EXPECT(f, PUSH, "Content-Type: application/json\r\n", "{\"series\":", 10, 400, "invalid JSON");
+    EXPECT(f, PUSH, "Content-Type: application/json\r\n", "{\"series\":", 10, 400,
+           "PushRequest: line 1 col 11: unexpected end of text (a value is expected)");
     const char *nob64 = "{\"series\":[{\"samples\":[{\"rawProfile\":\"!!\"}]}]}";
     EXPECT(f, PUSH, "Content-Type: application/json\r\n", nob64, strlen(nob64), 400,
-           "series[0].samples[0].rawProfile: not base64");
+           "line 1 col 38: series[0].samples[0].rawProfile: \\\"!!\\\" is not base64");
+    const char *nul = "{\"series\":[{\"labels\":[{\"name\":\"a\\u0000b\"}]}]}";
+    EXPECT(f, PUSH, "Content-Type: application/json\r\n", nul, strlen(nul), 400,
+           "line 1 col 33: \\\\u0000 is not allowed in this document");
     EXPECT(f, PUSH, "Content-Type: text/plain\r\n", "x", 1, 415,
            "application/proto, application/x-protobuf, application/json");
     EXPECT(f, PUSH, "Content-Type: application/proto\r\nContent-Encoding: br\r\n", "x", 1, 415,
@@ -766,7 +775,92 @@ static void test_errors(void **state)
     assert_int_equal(f.cap.n, 1);
     assert_string_equal(f.cap.got[0]->items[0]->service, "good");
     const char *l = "receiver=\"pyroscope\",transport=\"http\",reason=\"bad_query\"";
-    assert_int_equal(counter(&f, "receiver_failed_requests_total", l), 2);
+    assert_int_equal(counter(&f, "receiver_failed_requests_total", l), 3);
+    fix_free(&f);
+}
+
+/* ---- the push API's counts and memory ------------------------------------------------- */
+
+/* n series on the wire, each of `labels` empty labels and `samples` empty samples. */
+static void push_wire(struct hs_buf *b, int n, int labels, int samples)
+{
+    struct hs_buf one = {0};
+    for (int i = 0; i < labels; i++)
+        hs_buf_append(&one, "\x0a\x00", 2);
+    for (int i = 0; i < samples; i++)
+        hs_buf_append(&one, "\x12\x00", 2);
+    for (int i = 0; i < n; i++) {
+        hs_buf_putc(b, 0x0a);
+        hs_buf_put_varint(b, one.len);
+        hs_buf_append(b, one.data, one.len);
+    }
+    hs_buf_free(&one);
+}
+
+/* Counts are bounded before anything is built for them, in JSON as it is read and on the
+ * protobuf wire before protobuf-c decodes it; each refusal names the element and the key. */
+static void client_push_limits(struct fix *f)
+{
+    const char *js = "Content-Type: application/json\r\n";
+    const char *pb = "Content-Type: application/proto\r\n";
+    const char *three = "{\"series\":[{},{},{}]}";
+    EXPECT(f, PUSH, js, three, strlen(three), 413,
+           "line 1 col 18: series[2]: more than 2 in one request (limit max_profiles_per_request)");
+    const char *labels = "{\"series\":[{\"labels\":[{},null,{},{}]}]}";
+    EXPECT(f, PUSH, js, labels, strlen(labels), 413,
+           "line 1 col 34: series[0].labels[3]: more than 2 (limit max_labels)");
+    const char *samples = "{\"series\":[{\"samples\":[{}]},{\"samples\":[{},{}]}]}";
+    EXPECT(f, PUSH, js, samples, strlen(samples), 413,
+           "series[1].samples[1]: more than 2 in one request (limit max_profiles_per_request)");
+    char deep[200] = "{\"x\":";
+    memset(deep + 5, '[', 64);
+    EXPECT(f, PUSH, js, deep, strlen(deep), 413, "line 1 col 69: nested deeper than 64 levels");
+
+    struct hs_buf w = {0};
+    push_wire(&w, 3, 0, 0);
+    EXPECT(f, PUSH, pb, w.data, w.len, 413,
+           "series[2]: more than 2 in one request (limit max_profiles_per_request)");
+    hs_buf_reset(&w);
+    push_wire(&w, 1, 3, 0);
+    EXPECT(f, PUSH, pb, w.data, w.len, 413, "series[0].labels: more than 2 (limit max_labels)");
+    hs_buf_reset(&w);
+    push_wire(&w, 2, 0, 2);
+    EXPECT(f, PUSH, pb, w.data, w.len, 413,
+           "series[1].samples: more than 2 in one request (limit max_profiles_per_request)");
+    hs_buf_free(&w);
+}
+
+static void test_push_limits(void **state)
+{
+    struct fix f;
+    fix_init(&f, "endpoint: 127.0.0.1:0\nmax_profiles_per_request: 2\nmax_labels: 2\n");
+    run(&f, client_push_limits);
+    const char *l = "receiver=\"pyroscope\",transport=\"http\",reason=\"over_limit\"";
+    assert_int_equal(counter(&f, "receiver_failed_requests_total", l), 7);
+    assert_int_equal(f.cap.n, 0);
+    fix_free(&f);
+}
+
+/* With the counts raised as far as the config allows, what protobuf-c would build is still
+ * capped (twice the body and 8 MiB): a million empty labels are 2 MB on the wire and ~60 MB
+ * decoded. The answer is a 413 naming the cap. */
+static void client_push_cap(struct fix *f)
+{
+    struct hs_buf w = {0};
+    push_wire(&w, 1000, 1000, 0);
+    EXPECT(f, PUSH, "Content-Type: application/proto\r\n", w.data, w.len, 413,
+           "PushRequest: decoded, it would pass its memory cap");
+    hs_buf_free(&w);
+}
+
+static void test_push_memory_cap(void **state)
+{
+    struct fix f;
+    fix_init(&f, "endpoint: 127.0.0.1:0\nmax_profiles_per_request: 1000000\nmax_labels: 1000\n"
+                 "max_request_body_size: 4MiB\n");
+    run(&f, client_push_cap);
+    const char *l = "receiver=\"pyroscope\",transport=\"http\",reason=\"too_large\"";
+    assert_int_equal(counter(&f, "receiver_failed_requests_total", l), 1);
     fix_free(&f);
 }
 
@@ -910,6 +1004,8 @@ int main(void)
         cmocka_unit_test(test_types_named_as_pyroscope),
         cmocka_unit_test(test_push),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_push_limits),
+        cmocka_unit_test(test_push_memory_cap),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_shutdown_before_start),
         cmocka_unit_test(test_attime),
