@@ -275,7 +275,8 @@ int corr_index_scratch(struct corr_index *ix, size_t n);
 size_t corr_display_name(const char *name, char *out, size_t cap);
 /* What a type measures, from its id and its sample type (naming.c). */
 enum corr_kind corr_type_kind(const char *id, const char *type);
-/* Does a type of this kind (corr_type.rank) measure waiting: wall, goroutines, mutex, block? */
+/* Does a type of this kind (corr_type.rank) record waiting: goroutines (mostly blocked ones),
+ * mutex, block? A wall profile records where the time went, on CPU or off. */
 bool corr_kind_waits(int rank);
 struct hs_profile_summary;
 /* The columns of a profile the index reads (1 or 2, into cols); returns their count. */

@@ -260,9 +260,9 @@ void corr_explain(const struct correlator *c, const struct corr_matched *m, stru
     uint32_t *depth = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*depth));
     bool *leaf = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*leaf));
     stack_depths(m, depth, leaf);
-    /* profiles of waiting give every frame of a stack the same value: the wait is where the
-     * stack's deepest application frame is, its callers only pass it on (the trunk of each
-     * waiting stack) */
+    /* profiles of waiting (goroutines, mutex, block) give every frame of a stack the same
+     * value: the wait is where the stack's deepest application frame is, its callers only pass
+     * it on (the trunk of each waiting stack) */
     bool waits = app && corr_kind_waits(m->type->rank);
     struct ranked *r = hs_xmalloc(HS_MAX(nf, 1) * sizeof(*r));
     uint32_t nr = 0;

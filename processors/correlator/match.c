@@ -307,10 +307,10 @@ static double cpu_share(struct correlator *c, const struct corr_span *s,
 }
 
 /* Did the span wait, so that profile.offcpu.* must say where? Its CPU share is known and low;
- * or, not known, its match is in a profile of waiting (wall, goroutines, mutex, block), or is
- * a CPU window that cannot be its own (the profile labels spans: it is a child under a
- * labelled root, and its window a guess), or the whole service was on CPU for less than half
- * of the span in the window. */
+ * or, not known, its match is in a profile of waiting (goroutines, mutex, block), or is a CPU
+ * window that cannot be its own (the profile labels spans: it is a child under a labelled
+ * root, and its window a guess), or the whole service was on CPU for less than half of the
+ * span in the window. (A wall match alone does not say: its time may have been on CPU.) */
 static bool waited(const struct corr_span *s, const struct corr_matched *m, double share)
 {
     if (s->end_ns <= s->start_ns)

@@ -29,8 +29,7 @@ enum corr_kind corr_type_kind(const char *id, const char *type)
 
 bool corr_kind_waits(int rank)
 {
-    return rank == CORR_KIND_WALL || rank == CORR_KIND_GOROUTINES || rank == CORR_KIND_MUTEX ||
-           rank == CORR_KIND_BLOCK;
+    return rank == CORR_KIND_GOROUTINES || rank == CORR_KIND_MUTEX || rank == CORR_KIND_BLOCK;
 }
 
 /* The columns of a profile the index reads: "cpu" and "wall" (a Node wall profile carries

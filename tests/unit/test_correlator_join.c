@@ -421,6 +421,37 @@ static void test_goroutine_wait_names_the_waiting_function(void **state)
     teardown(&f);
 }
 
+/* A wall profile without CPU time (@pyroscope/nodejs without collectCpuTime) holds CPU time
+ * too: its match is ranked as a CPU one (callers with their callees), and alone it does not say
+ * that the span waited. */
+static void test_wall_only_profile_ranks_like_cpu(void **state)
+{
+    static const struct pcol wall_cols[] = {{"wall", "nanoseconds", WALL_ID}};
+    struct fx f;
+    setup(&f, "{}");
+    Span *sp = mkspan("UserRepository.findByEmail", 29, S(2), MS(600));
+    const struct mstack st[] = {
+        {{"./app.js:handle:9", "./app.js:findByEmail:70", "./app.js:loadPreferences:60",
+          "./app.js:spin:47"},
+         {540000000},
+         sp->span_id.data},
+        {{"./app.js:handle:9", "./app.js:findByEmail:70", "./app.js:loadUsers:55",
+          "./app.js:spin:47"},
+         {60000000},
+         sp->span_id.data},
+    };
+    assert_int_equal(send_cols(&f, "users-js", wall_cols, 1, st, 2), 0);
+    consume(&f, "users-js", sp);
+    Span *o = out_span(&f, "UserRepository.findByEmail", NULL);
+    assert_string_equal(astr(o, "profile.type"), WALL_ID);
+    assert_string_equal(alist(o, "profile.top_functions"),
+                        "./app.js:spin:47 100% | ./app.js:loadPreferences:60 90% | "
+                        "./app.js:loadUsers:55 10%");
+    assert_null(attr(o, "profile.cpu_share"));
+    assert_null(attr(o, "profile.offcpu.type"));
+    teardown(&f);
+}
+
 /* The trunk's deepest frame stays listed when recursion put it higher in the trunk too: a
  * report renders sections recursively (renderSection > renderSection > scoreRow). */
 static void test_trunk_keeps_a_recursive_frame(void **state)
@@ -673,7 +704,9 @@ static void test_offcpu_span_without_cpu_samples(void **state)
     /* nothing of waiting covers it: none, rather than other spans' functions */
     setup(&f, "{}");
     sp = mkspan("GET /prices", 17, S(2), MS(600));
-    assert_int_equal(send_cols(&f, "shop", cpu_cols, 1, cpu, 2), 0);
+    other = mkspan("GET /report", 18, S(2), MS(600));
+    const struct mstack cpu2[] = {{{HANDLE, "main.buildReport"}, {300000000}, other->span_id.data}};
+    assert_int_equal(send_cols(&f, "shop", cpu_cols, 1, cpu2, 1), 0);
     consume(&f, "shop", sp);
     o = out_span(&f, "GET /prices", NULL);
     assert_string_equal(astr(o, "profile.match"), "none");
@@ -789,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_exact_match_in_goroutine_profile),
         cmocka_unit_test(test_goroutine_wait_names_the_waiting_function),
         cmocka_unit_test(test_trunk_keeps_a_recursive_frame),
+        cmocka_unit_test(test_wall_only_profile_ranks_like_cpu),
         cmocka_unit_test(test_shares_come_from_all_samples),
         cmocka_unit_test(test_library_frames_summarised_under_their_caller),
         cmocka_unit_test(test_library_frames_config),
