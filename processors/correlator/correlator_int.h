@@ -271,6 +271,8 @@ uint64_t corr_svc_expected_ms(const struct corr_svc *svc, int64_t until_ns, uint
 uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
 int corr_index_scratch(struct corr_index *ix, size_t n);
+/* A stamp no ix->mark entry holds yet: mark[fid] == it says "seen in this pass". */
+uint32_t corr_index_stamp(struct corr_index *ix);
 /* The display name of a function name (writes into out, returns its length). */
 size_t corr_display_name(const char *name, char *out, size_t cap);
 /* What a type measures, from its id and its sample type (naming.c). */

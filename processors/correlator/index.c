@@ -351,6 +351,15 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     return fid;
 }
 
+uint32_t corr_index_stamp(struct corr_index *ix)
+{
+    if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
+        memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
+        ix->stamp = 1;
+    }
+    return ix->stamp;
+}
+
 int corr_index_scratch(struct corr_index *ix, size_t n)
 {
     if (n <= ix->nscratch)
@@ -609,7 +618,9 @@ static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct c
     for (uint32_t i = 0; i < b->nfuncs; i++)
         pos[b->funcs[i].fid] = i + 1;
     for (uint32_t i = 0; i < sum->nfuncs; i++) {
-        int64_t self = sum->funcs[i].self[col], total = sum->funcs[i].total[col];
+        /* a negative value (a client's broken delta) counts as none, as its stacks do */
+        int64_t self = HS_MAX(sum->funcs[i].self[col], 0);
+        int64_t total = HS_MAX(sum->funcs[i].total[col], 0);
         if (self == 0 && total == 0)
             continue;
         uint32_t fid = fmap[i];
@@ -643,7 +654,7 @@ static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct 
     for (uint32_t i = 0; i < sum->nstacks; i++) {
         const struct hs_profile_stack *st = &sum->stacks[i];
         int64_t v = st->values[col];
-        if (v == 0)
+        if (v <= 0)
             continue;
         uint32_t depth = HS_MIN(st->depth, CORR_MAX_STACK_DEPTH);
         for (uint32_t d = 0; d < depth; d++)
@@ -726,14 +737,11 @@ static ssize_t span_add(struct corr_index *ix, struct corr_spanagg *a,
         d += span_stacks_room(a);
         d += topk_add(a->stacks, &a->nstacks, a->capstacks, &a->other, fids, depth,
                       hash_bytes(fids, depth * sizeof(*fids), 7), v);
-        if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
-            memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
-            ix->stamp = 1;
-        }
+        uint32_t stamp = corr_index_stamp(ix);
         for (uint32_t k = 0; k < st->depth; k++) {
             uint32_t f = fmap[st->funcs[k]];
-            if (ix->mark[f] != ix->stamp) { /* recursion: once per sample */
-                ix->mark[f] = ix->stamp;
+            if (ix->mark[f] != stamp) { /* recursion: once per sample */
+                ix->mark[f] = stamp;
                 d += span_add_func(a, pos, f, 0, v);
             }
         }
@@ -756,7 +764,7 @@ static void bucket_add_spans(struct corr_index *ix, struct corr_svc *s, struct c
     uint32_t n = 0;
     for (uint32_t i = 0; i < sum->nstacks; i++) {
         const struct hs_profile_stack *st = &sum->stacks[i];
-        if (st->span < sum->nspans && st->values[col] != 0) {
+        if (st->span < sum->nspans && st->values[col] > 0) {
             start[st->span + 1]++;
             n++;
         }
@@ -768,7 +776,7 @@ static void bucket_add_spans(struct corr_index *ix, struct corr_svc *s, struct c
     memcpy(fill, start, sum->nspans * sizeof(*fill));
     for (uint32_t i = 0; i < sum->nstacks; i++) {
         const struct hs_profile_stack *st = &sum->stacks[i];
-        if (st->span < sum->nspans && st->values[col] != 0)
+        if (st->span < sum->nspans && st->values[col] > 0)
             order[fill[st->span]++] = i;
     }
     for (uint32_t k = 0; k < sum->nspans; k++) {

@@ -53,10 +53,12 @@ static void collect_buckets(struct corr_matched *m, struct corr_type *t)
     }
 }
 
-/* The window's per-function totals, into the index scratch (by fid) until window_close. */
+/* The window's per-function totals, into the index scratch (by fid) until window_close, which
+ * zeroes each function listed in wfids: every one written is listed, once. */
 static void collect_window(struct correlator *c, struct corr_matched *m)
 {
     int64_t *wtot = c->index.scratch;
+    uint32_t stamp = corr_index_stamp(&c->index);
     m->wfids = hs_xmalloc(HS_MAX(m->svc->nnames, 1) * sizeof(*m->wfids));
     m->nwfids = 0;
     m->window_total = 0;
@@ -65,8 +67,10 @@ static void collect_window(struct correlator *c, struct corr_matched *m)
         m->window_total += b->total;
         for (uint32_t k = 0; k < b->nfuncs; k++) {
             const struct corr_fval *f = &b->funcs[k];
-            if (wtot[f->fid] == 0 && f->total > 0)
+            if (c->index.mark[f->fid] != stamp) {
+                c->index.mark[f->fid] = stamp;
                 m->wfids[m->nwfids++] = f->fid;
+            }
             wtot[f->fid] += f->total;
         }
     }

@@ -782,6 +782,37 @@ static void test_offcpu_node_wall(void **state)
     teardown(&f);
 }
 
+/* A client's broken delta profile (a stack counted twice by its key: a negative delay) counts
+ * as no samples there: shares stay within 100%, and the index and the matching scratch stay
+ * sound for what comes after (an ASan build reads out of bounds otherwise). */
+static void test_negative_values_count_as_none(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    const struct mstack cpu[] = {{{MAIN, "main.idle"}, {100000000}, NULL}};
+    const struct mstack mtx[] = {
+        {{MAIN, "main.(*PriceCache).rebuild", "sync.(*Mutex).Unlock"}, {1, 400000000}, NULL},
+        {{MAIN, "main.(*Report).deep", "sync.(*Mutex).Unlock"}, {-1, -300000000}, NULL},
+    };
+    assert_int_equal(send_cols(&f, "shop", cpu_cols, 1, cpu, 1), 0);
+    assert_int_equal(send_cols(&f, "shop", mutex_cols, 2, mtx, 2), 0);
+    const char *want[] = {"main.(*PriceCache).rebuild 100% (in sync)",
+                          "main.(*PriceCache).rebuild 50% (in sync) | "
+                          "main.(*Report).deep 50% (in sync)"};
+    for (int i = 0; i < 2; i++) {
+        Span *sp = mkspan(i ? "GET /b" : "GET /a", (uint8_t)(30 + i), S(2), MS(600));
+        consume(&f, "shop", sp);
+        Span *o = out_span(&f, i ? "GET /b" : "GET /a", NULL);
+        assert_string_equal(astr(o, "profile.offcpu.type"), MUTEX_ID);
+        assert_string_equal(alist(o, "profile.offcpu.top_functions"), want[i]);
+        /* the function given a negative value comes again, with a positive one */
+        const struct mstack again[] = {
+            {{MAIN, "main.(*Report).deep", "sync.(*Mutex).Unlock"}, {1, 400000000}, NULL}};
+        assert_int_equal(send_cols(&f, "shop", mutex_cols, 2, again, 1), 0);
+    }
+    teardown(&f);
+}
+
 /* ---- names ------------------------------------------------------------------------------ */
 
 /* Attributes carry names as the profiler wrote them; /ui shortens them, but not two functions
@@ -830,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_offcpu_span_without_cpu_samples),
         cmocka_unit_test(test_release_waits_for_every_type),
         cmocka_unit_test(test_offcpu_node_wall),
+        cmocka_unit_test(test_negative_values_count_as_none),
         cmocka_unit_test(test_full_names_and_unambiguous_display),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
