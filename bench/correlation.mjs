@@ -47,6 +47,7 @@ if (!(DURATION_S > 0 && RATE > 0 && CHILDREN >= 0 && THRESHOLD_MS > 0)) {
 const log = (...a) => console.error('#', ...a);
 // whatever ends this process (an error included) ends the processes it started
 const started = [];
+let stopping = false;
 process.on('exit', () => { for (const p of started) if (p.exitCode === null) p.kill('SIGKILL'); });
 
 // ---- processes ----------------------------------------------------------------------------
@@ -114,6 +115,11 @@ const hsA = await startHotspan(qualityConfig({ sinkPort: sinkA.port, psinkPort: 
 const hsB = await startHotspan(qualityConfig({ sinkPort: sinkB.port, psinkPort: psinkB.port,
   correlator: null }), hsOpts);
 started.push(hsA.proc, hsB.proc);
+for (const [name, h] of [['A', hsA], ['B', hsB]]) {
+  h.proc.on('exit', (code, signal) => {
+    if (!stopping) log(`hotspan ${name} exited (${code ?? signal}) during the run:\n${h.stderr().split('\n').slice(-30).join('\n')}`);
+  });
+}
 const tee = await startTee([hsA.ports.pyroscope, hsB.ports.pyroscope]);
 const traceUrls = [hsA, hsB].map((h) => `http://127.0.0.1:${h.ports.otlp}/v1/traces`);
 
@@ -294,5 +300,6 @@ console.log(`peak RSS                                      with ${(peakKiB(hsA.p
 
 agent.destroy();
 tee.close();
+stopping = true;
 await Promise.all([hsA.stop(), hsB.stop()]);
 await Promise.all([sinkA.stop(), sinkB.stop(), psinkA.stop(), psinkB.stop()]);
