@@ -285,7 +285,8 @@ console.log(`matches (all slow spans)                      ${Object.entries(scor
 // the correlator's own account of what happened to the spans and the index
 const counted = Object.entries(metricsA)
   .filter(([k, v]) => v > 0 && /^hotspan_correlator_(released_by_timeout|evictions|cold_start|extended_waits)_total/.test(k))
-  .map(([k, v]) => `${k.replace(/^hotspan_correlator_/, '').replace(/processor="[^"]*",?/, '').replace(/\{\}$/, '')} ${v}`);
+  .map(([k, v]) => `${k.replace(/^hotspan_correlator_/, '').replace(/processor="[^"]*"/, '')
+    .replace(/,\}/, '}').replace(/\{,/, '{').replace(/\{\}$/, '')} ${v}`);
 console.log(`correlator counters (A)                       ${counted.join(', ') || 'none'}`);
 console.log(`fast spans annotated                          ${score.fastAnnotated} of ${score.fast}`);
 console.log(`delay added to slow spans (A sink - B sink)   p50 ${ms(quantile(score.delaySlow, 0.5))}, p99 ${ms(quantile(score.delaySlow, 0.99))}` +
