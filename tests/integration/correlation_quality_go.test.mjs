@@ -221,10 +221,15 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
   it('a span the goroutine profile caught waiting: the waiting function is named, not its callers', () => {
     const caught = warm('prices').filter((t) => t.waitNs / 1e6 >= UPLOAD_MS);
     assert.equal(caught.length, 1);
-    const a = attrs(span(caught[0]));
+    const t = caught[0];
+    const a = attrs(span(t));
     assert.equal(a['profile.match'], 'span', show(a));
-    assert.match(a['profile.type'], /^goroutines:/, show(a));
-    for (const key of ['profile.top_functions', 'profile.offcpu.top_functions']) {
+    // its own samples: in the goroutine profile, unless the CPU profile caught its price
+    // formatting (1 ms), which is then its match, and the goroutine profile its off-CPU one
+    const cpu = /:cpu:/.test(a['profile.type']);
+    if (!cpu) assert.match(a['profile.type'], /^goroutines:/, show(a));
+    assert.match(a['profile.offcpu.type'], /^goroutines:/, show(a));
+    for (const key of cpu ? ['profile.offcpu.top_functions'] : ['profile.top_functions', 'profile.offcpu.top_functions']) {
       const top = a[key] || [];
       assert.ok(top.length && names(parseEntry(top[0]).name, 'Get') && /\(in sync\)$/.test(top[0]),
         `${key} names PriceCache.Get first, waiting in sync: ${show(a)}`);
@@ -236,7 +241,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
       }
     }
     assert.equal(a['profile.offcpu.match'], 'span', show(a));
-    assert.equal(a['profile.cpu_share'], 0, show(a));
+    assert.ok(a['profile.cpu_share'] <= t.cpuNs / (t.endNs - t.startNs) + 0.1, show(a));
   });
 
   it('pyroscope.profile.id, which the SDK set, is on every root span exactly once', () => {

@@ -24,7 +24,7 @@ const MAX_WAIT_MS = 30000; // the correlator's default, which this config keeps
 const FLUSH_MS = 36000;
 const PLAN = [
   { kind: 'sign', ms: 400, slow: true },
-  { kind: 'pause', ms: FLUSH_MS + 800 },
+  { kind: 'pause', ms: FLUSH_MS + 2000 },
   { kind: 'sign', ms: 400, slow: true }, { kind: 'wait', ms: 3 },
   { kind: 'wait', ms: 400, slow: true }, { kind: 'sign', ms: 3 },
 ];
