@@ -416,22 +416,6 @@ static void park(struct correlator *c, struct corr_parked *p)
     timer_arm(c);
 }
 
-/* A parked span of a service whose upload period is known waits for the upload expected to
- * cover it, plus a quarter period, when that is later than its deadline; at most max_wait_cap
- * after its arrival. */
-static void extend_wait(struct correlator *c, struct corr_parked *p, uint64_t now)
-{
-    if (c->conf.max_wait_cap_ms == 0 || p->svc->ntypes == 0)
-        return;
-    uint64_t want = corr_svc_expected_ms(p->svc, p->need_until_ns, now, &c->conf);
-    uint64_t cap = p->arrival_ms + c->conf.max_wait_cap_ms;
-    if (HS_MIN(want, cap) <= p->deadline_ms)
-        return;
-    p->extended = true;
-    p->capped = want > cap;
-    p->deadline_ms = HS_MIN(want, cap);
-}
-
 /* Releases the service's parked spans whose window the profiles now cover, in every type the
  * service uploads (or all of them); the others wait for the upload expected to cover them. */
 static void release_service(struct correlator *c, struct corr_svc *svc, bool all)
@@ -449,7 +433,7 @@ static void release_service(struct correlator *c, struct corr_svc *svc, bool all
             parked_unlink(c, p);
             ps[n++] = p;
         } else {
-            extend_wait(c, p, now);
+            corr_parked_extend(&c->conf, p, now);
         }
     }
     release(c, ps, n, CORR_REASON_NONE);
@@ -689,7 +673,7 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
                 HS_MAX(p->deadline_ms, r->first_seen_ms + c->conf.first_profile_wait_ms);
         p->need_until_ns = (int64_t)(r->span.end_ns + c->conf.slack_ms * 1000000);
         p->span = r->span;
-        extend_wait(c, p, now);
+        corr_parked_extend(&c->conf, p, now);
         park(c, p);
     }
     hs_traces_unref(group); /* the parked spans hold it now */

@@ -256,17 +256,6 @@ void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
  * of a service whose first profile is still to come. */
 struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
                                 uint64_t now_ms);
-/* How long after a type's last upload its next one is still expected: its period plus a
- * grace of a quarter of it, at least max_wait, at most max_wait_cap (max_wait when 0). */
-uint64_t corr_type_patience_ms(const struct corr_config *conf, const struct corr_type *t);
-/* How far the service's profiles reach: the least max_until_ns of the types still expected
- * (an upload of several types is complete once the last of them arrived). */
-int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms,
-                         const struct corr_config *conf);
-/* When the service's uploads reaching until_ns are expected to have come, each by its type's
- * period and last arrival, plus the grace; 0 when no expected type's period is known. */
-uint64_t corr_svc_expected_ms(const struct corr_svc *svc, int64_t until_ns, uint64_t now_ms,
-                              const struct corr_config *conf);
 /* The service's types in the order matching tries them (by rank); returns their count. */
 uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
@@ -386,6 +375,27 @@ struct corr_parked {
     bool capped;           /* ... and max_wait_cap ends the wait before it is expected */
     struct corr_span span;
 };
+
+/* ---- upload cadence (cadence.c) --------------------------------------------------------- */
+
+/* Learns the type's upload period from a profile of [from_ns, until_ns] arriving at now_ms
+ * (before t->last_ms is set to it). */
+void corr_type_learn_period(struct corr_type *t, int64_t from_ns, int64_t until_ns,
+                            uint64_t now_ms);
+/* How long after a type's last upload its next one is still expected: its period plus a
+ * grace of a quarter of it, at least max_wait, at most max_wait_cap (max_wait when 0). */
+uint64_t corr_type_patience_ms(const struct corr_config *conf, const struct corr_type *t);
+/* How far the service's profiles reach: the least max_until_ns of the types still expected
+ * (an upload of several types is complete once the last of them arrived). */
+int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms,
+                         const struct corr_config *conf);
+/* When the service's uploads reaching until_ns are expected to have come, each by its type's
+ * period and last arrival, plus the grace; 0 when no expected type's period is known. */
+uint64_t corr_svc_expected_ms(const struct corr_svc *svc, int64_t until_ns, uint64_t now_ms,
+                              const struct corr_config *conf);
+/* Moves p's deadline to when the upload expected to cover it is due, plus the grace, when that
+ * is later; at most max_wait_cap after its arrival (p->extended, p->capped say so). */
+void corr_parked_extend(const struct corr_config *conf, struct corr_parked *p, uint64_t now);
 
 typedef uint64_t (*hs_corr_clock_fn)(void *ud);
 

@@ -405,59 +405,6 @@ static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, con
     return t;
 }
 
-uint64_t corr_type_patience_ms(const struct corr_config *conf, const struct corr_type *t)
-{
-    if (conf->max_wait_cap_ms == 0)
-        return conf->max_wait_ms;
-    uint64_t late = t->period_ms + t->period_ms / CORR_GRACE_DIV;
-    return HS_MIN(HS_MAX(conf->max_wait_ms, late), conf->max_wait_cap_ms);
-}
-
-int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms,
-                         const struct corr_config *conf)
-{
-    int64_t covered = INT64_MAX;
-    for (uint32_t i = 0; i < svc->ntypes; i++)
-        if (svc->types[i].last_ms + corr_type_patience_ms(conf, &svc->types[i]) >= now_ms)
-            covered = HS_MIN(covered, svc->types[i].max_until_ns);
-    return covered == INT64_MAX ? svc->max_until_ns : covered;
-}
-
-uint64_t corr_svc_expected_ms(const struct corr_svc *svc, int64_t until_ns, uint64_t now_ms,
-                              const struct corr_config *conf)
-{
-    uint64_t want = 0;
-    for (uint32_t i = 0; i < svc->ntypes; i++) {
-        const struct corr_type *t = &svc->types[i];
-        if (t->period_ms == 0 || t->last_ms + corr_type_patience_ms(conf, t) < now_ms ||
-            until_ns <= t->max_until_ns)
-            continue;
-        /* uploads come every period after the last; the k-th reaches k periods further: the
-         * next, or the one after for a span that ends within slack of the next one's end. A
-         * type further behind (its client pauses or catches up) is not waited for. */
-        int64_t period_ns = (int64_t)t->period_ms * 1000000;
-        uint64_t k = (uint64_t)((until_ns - t->max_until_ns + period_ns - 1) / period_ns);
-        if (k <= 2)
-            want = HS_MAX(want, t->last_ms + k * t->period_ms + t->period_ms / CORR_GRACE_DIV);
-    }
-    return want;
-}
-
-/* The type's upload period: what the profile covers (pyroscope-go and @pyroscope/nodejs send
- * from/until of the whole period since their last upload) or the time since the type's last
- * arrival, the shorter when both are known: a profile counted from the process's start covers
- * more than a period, and an upload the client dropped spaces two arrivals by two. */
-static void learn_period(struct corr_type *t, const struct hs_profile *p, uint64_t now_ms)
-{
-    int64_t covers = p->from_ns > 0 ? (p->until_ns - p->from_ns) / 1000000 : 0;
-    uint64_t spacing = t->last_ms && now_ms > t->last_ms ? now_ms - t->last_ms : 0;
-    uint64_t period = covers >= 1000 ? (uint64_t)covers : 0;
-    if (spacing >= 1000 && (period == 0 || spacing < period))
-        period = spacing;
-    if (period)
-        t->period_ms = period;
-}
-
 uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out)
 {
     uint32_t n = 0;
@@ -855,7 +802,7 @@ static struct corr_bucket *index_column(struct corr_index *ix, struct corr_svc *
     b->min_from = HS_MIN(b->min_from, p->from_ns);
     b->max_until = HS_MAX(b->max_until, p->until_ns);
     t->max_until_ns = HS_MAX(t->max_until_ns, p->until_ns);
-    learn_period(t, p, s->last_seen_ms);
+    corr_type_learn_period(t, p->from_ns, p->until_ns, s->last_seen_ms);
     t->last_ms = s->last_seen_ms;
     return b;
 }
