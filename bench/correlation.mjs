@@ -15,19 +15,21 @@ import { parseArgs } from 'node:util';
 import { startHotspan, HOTSPAN_BIN } from '../tests/integration/lib/hotspan.mjs';
 import { Sink } from '../tests/integration/lib/sink.mjs';
 import { PyroscopeSink } from '../tests/integration/lib/pyroscope_sink.mjs';
+import { fetchMetrics } from '../tests/integration/lib/metrics.mjs';
 import {
   buildGoApp, startGoApp, runNodeApp, qualityConfig, attrs, durationMs, hotspanKeys, judge, sleep,
+  explaining, show,
 } from '../tests/integration/lib/quality.mjs';
 
 const { values: opt } = parseArgs({
   options: {
-    duration: { type: 'string', default: '60' },
+    duration: { type: 'string', default: '150' },
     rate: { type: 'string', default: '200' },
     children: { type: 'string', default: '9' },
     'slow-pct': { type: 'string', default: '1' },
     'cpu-slow-every': { type: 'string', default: '20' },
     'go-upload-ms': { type: 'string', default: '15000' },
-    'node-flush-ms': { type: 'string', default: '15000' },
+    'node-flush-ms': { type: 'string', default: '60000' },
     'node-rate': { type: 'string', default: '20' },
     'node-slow-every': { type: 'string', default: '20' },
     threshold: { type: 'string', default: '200ms' },
@@ -45,6 +47,7 @@ if (!(DURATION_S > 0 && RATE > 0 && CHILDREN >= 0 && THRESHOLD_MS > 0)) {
 const log = (...a) => console.error('#', ...a);
 // whatever ends this process (an error included) ends the processes it started
 const started = [];
+let stopping = false;
 process.on('exit', () => { for (const p of started) if (p.exitCode === null) p.kill('SIGKILL'); });
 
 // ---- processes ----------------------------------------------------------------------------
@@ -105,13 +108,18 @@ const sinkB = await startLeanSink(false);
 const psinkA = await new PyroscopeSink().start();
 const psinkB = await new PyroscopeSink().start();
 const hsOpts = { waitFor: ['otlp', 'pyroscope', 'admin'] };
-// A: the correlator as a user runs it (defaults: max_wait 30s, slack 5s, bucket 10s) but for the
-// threshold; B: the same pipelines without it
+// A: the correlator as a user runs it (defaults: max_wait 30s, max_wait_cap 2m, slack 5s,
+// bucket 10s) but for the threshold; B: the same pipelines without it
 const hsA = await startHotspan(qualityConfig({ sinkPort: sinkA.port, psinkPort: psinkA.port,
   correlator: { slow: { threshold: opt.threshold }, max_wait: '30s', slack: '5s', top: 3 } }), hsOpts);
 const hsB = await startHotspan(qualityConfig({ sinkPort: sinkB.port, psinkPort: psinkB.port,
   correlator: null }), hsOpts);
 started.push(hsA.proc, hsB.proc);
+for (const [name, h] of [['A', hsA], ['B', hsB]]) {
+  h.proc.on('exit', (code, signal) => {
+    if (!stopping) log(`hotspan ${name} exited (${code ?? signal}) during the run:\n${h.stderr().split('\n').slice(-30).join('\n')}`);
+  });
+}
 const tee = await startTee([hsA.ports.pyroscope, hsB.ports.pyroscope]);
 const traceUrls = [hsA, hsB].map((h) => `http://127.0.0.1:${h.ports.otlp}/v1/traces`);
 
@@ -186,12 +194,13 @@ const goTruth = await goapp.truth();
 const total = goTruth.ended + nodeReport.exported;
 log(`load done: ${sent} Go requests (${skipped} skipped at 64 in flight, ${errors} failed); ` +
   `waiting for ${total} spans at both sinks`);
-// B passes spans on at once; A holds slow ones until a profile covers them (max_wait at most)
+// B passes spans on at once; A holds slow ones until a profile covers them (max_wait_cap at most)
 await waitSeen(sinkB, total, 60000);
-await waitSeen(sinkA, total, 60000 + 2 * Number(opt['go-upload-ms']));
+await waitSeen(sinkA, total, 120000 + 2 * Number(opt['go-upload-ms']));
 const cpu1 = { A: cpuNs(hsA.proc.pid), B: cpuNs(hsB.proc.pid) };
 const drainS = (Date.now() - loadEnd) / 1000;
 const goReport = await goapp.stop();
+const metricsA = await fetchMetrics(hsA.ports.admin);
 await sleep(300);
 
 // ---- score --------------------------------------------------------------------------------
@@ -204,6 +213,14 @@ const quantile = (xs, q) => {
 };
 const score = { slow: 0, right: 0, fast: 0, fastAnnotated: 0, byKind: {}, match: {}, reasons: {},
   delaySlow: [], delayFast: [], unjudged: 0 };
+// what the wrong ones said instead, per kind: the match and the first entry of the list that
+// explains them (or the reason), counted, with one example span each
+const said = (kind, a) => {
+  const l = explaining(kind, a);
+  const m = a['profile.match'] ?? 'absent';
+  if (m === 'none') return `none (${a['profile.match_reason']})`;
+  return `${m} ${String(a['profile.type'] || '').split(':')[0]}${a['profile.offcpu.type'] ? `, offcpu ${a['profile.offcpu.match']} ${a['profile.offcpu.type'].split(':')[0]}` : ''}: ${l && l.length ? l[0] : '(no list)'}`;
+};
 const bump = (o, k) => { o[k] = (o[k] || 0) + 1; };
 for (const [id, x] of sinkA.seen) {
   const a = x.a;
@@ -227,6 +244,13 @@ for (const [id, x] of sinkA.seen) {
   k.right += j.right ? 1 : 0;
   k.span += j.match === 'span' ? 1 : 0;
   score.right += j.right ? 1 : 0;
+  if (!j.right) {
+    const w = ((k.wrong ??= new Map()));
+    const key = said(t.kind, a).replace(/ \d+%/, ' N%');
+    const e = w.get(key) || { n: 0, example: `${id} ${x.ms.toFixed(0)} ms ${show(a)}` };
+    e.n += 1;
+    w.set(key, e);
+  }
 }
 
 const spansA = sinkA.seen.size;
@@ -251,9 +275,19 @@ console.log(`slow spans annotated with the right function  ${score.right} of ${j
   `${score.unjudged ? `; ${score.unjudged} more slow spans without ground truth (children, fast requests slowed by load)` : ''}`);
 for (const [kind, k] of Object.entries(score.byKind)) {
   console.log(`  ${kind.padEnd(8)} ${String(k.right).padStart(6)} of ${String(k.n).padEnd(6)} right, ${k.span} exact (match=span)`);
+  for (const [what, e] of [...(k.wrong || new Map())].sort((x, y) => y[1].n - x[1].n).slice(0, 3)) {
+    console.log(`           ${String(e.n).padStart(6)} said ${what}`);
+    log(`  e.g. ${kind} ${e.example}`);
+  }
 }
 console.log(`matches (all slow spans)                      ${Object.entries(score.match).map(([m, n]) => `${m} ${n} (${pc(n, score.slow)})`).join(', ')}` +
   `${Object.keys(score.reasons).length ? `; none because ${Object.entries(score.reasons).map(([r, n]) => `${r} ${n}`).join(', ')}` : ''}`);
+// the correlator's own account of what happened to the spans and the index
+const counted = Object.entries(metricsA)
+  .filter(([k, v]) => v > 0 && /^hotspan_correlator_(released_by_timeout|evictions|cold_start|extended_waits)_total/.test(k))
+  .map(([k, v]) => `${k.replace(/^hotspan_correlator_/, '').replace(/processor="[^"]*"/, '')
+    .replace(/,\}/, '}').replace(/\{,/, '{').replace(/\{\}$/, '')} ${v}`);
+console.log(`correlator counters (A)                       ${counted.join(', ') || 'none'}`);
 console.log(`fast spans annotated                          ${score.fastAnnotated} of ${score.fast}`);
 console.log(`delay added to slow spans (A sink - B sink)   p50 ${ms(quantile(score.delaySlow, 0.5))}, p99 ${ms(quantile(score.delaySlow, 0.99))}` +
   `; fast spans p50 ${ms(quantile(score.delayFast, 0.5))}, p99 ${ms(quantile(score.delayFast, 0.99))}`);
@@ -267,5 +301,6 @@ console.log(`peak RSS                                      with ${(peakKiB(hsA.p
 
 agent.destroy();
 tee.close();
+stopping = true;
 await Promise.all([hsA.stop(), hsB.stop()]);
 await Promise.all([sinkA.stop(), sinkB.stop(), psinkA.stop(), psinkB.stop()]);

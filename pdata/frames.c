@@ -440,13 +440,26 @@ static bool go_shaped(const char *rest)
     }
 }
 
-/* GOROOT's layout, "<goroot>/src/<import path>/<file>", or the import path first (-trimpath). */
+/* Is dir ("runtime/internal/syscall/x.s", after GOROOT's "/src/") a standard package's file:
+ * its first element a standard root, and more than one element? */
+static bool std_dir(const char *dir)
+{
+    const char *slash = strchr(dir, '/');
+    return slash && go_std_root(span(dir, slash));
+}
+
+/* GOROOT's layout, "<goroot>/src/<import path>/<file>", or the import path first (-trimpath).
+ * The file may be another standard package's: a function given its name by go:linkname lives
+ * where its code is ("syscall.RawSyscall6" in runtime/internal/syscall/, "time.Sleep" in
+ * runtime/time.go, "sync.runtime_SemacquireMutex" in runtime/sema.go). */
 static bool goroot_shaped(const char *file, struct hs_str pkg)
 {
     if (strncmp(file, pkg.ptr, pkg.len) == 0 && file[pkg.len] == '/')
         return true;
+    if (file[0] != '/' && file[0] != '$' && std_dir(file))
+        return true;
     for (const char *at = strstr(file, "/src/"); at; at = strstr(at + 1, "/src/"))
-        if (strncmp(at + 5, pkg.ptr, pkg.len) == 0 && at[5 + pkg.len] == '/')
+        if ((strncmp(at + 5, pkg.ptr, pkg.len) == 0 && at[5 + pkg.len] == '/') || std_dir(at + 5))
             return true;
     return false;
 }

@@ -99,7 +99,14 @@ static const struct hs_config_field corr_fields[] = {
     {"retention", HS_CFG_DURATION, offsetof(struct corr_config, retention_ms), "15m",
      .min = 1000, .max = 86400000, .doc = "how long profiles stay in the index"},
     {"max_wait", HS_CFG_DURATION, offsetof(struct corr_config, max_wait_ms), "30s", .min = 0,
-     .max = 600000, .doc = "longest a slow span waits for its profile; 0 never waits"},
+     .max = 600000,
+     .doc = "how long a slow span waits for its profile; 0 never waits. Longer, up to "
+            "`max_wait_cap`, when its service uploads less often"},
+    {"max_wait_cap", HS_CFG_DURATION, offsetof(struct corr_config, max_wait_cap_ms), "2m",
+     .min = 0, .max = 3600000,
+     .doc = "longest a slow span waits for the upload its service is expected to send next "
+            "(upload period learned from the profiles, + a quarter); at least max_wait; 0: "
+            "never longer than max_wait"},
     {"first_profile_wait", HS_CFG_DURATION, offsetof(struct corr_config, first_profile_wait_ms),
      "75s", .min = 0, .max = 3600000,
      .doc = "how long after a service's first span its first profile is expected (SDKs upload "
@@ -165,6 +172,13 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
                          c->conf.retention_ms, c->conf.bucket_ms);
         rc = HS_EINVAL;
     }
+    if (rc == 0 && c->conf.max_wait_cap_ms && c->conf.max_wait_cap_ms < c->conf.max_wait_ms) {
+        hs_config_errorf(err, conf_node(cfg, "max_wait_cap", "max_wait"), path,
+                         "max_wait_cap (%" PRIu64 "ms) is shorter than max_wait (%" PRIu64
+                         "ms): set it to 0 or at least max_wait",
+                         c->conf.max_wait_cap_ms, c->conf.max_wait_ms);
+        rc = HS_EINVAL;
+    }
     if (rc == 0 && c->conf.limits.max_service_bytes > c->conf.limits.max_bytes) {
         hs_config_errorf(err, conf_node(cfg, "limits", "limits"), path,
                          "limits.max_service_bytes is above limits.max_bytes");
@@ -195,6 +209,8 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
                 c->stats.tenant_mismatch = c->stats.ev_shed = &c->stats.dummy;
     for (int i = 0; i < CORR_COLD_N; i++)
         c->stats.cold[i] = &c->stats.dummy;
+    for (int i = 0; i < CORR_EXT_N; i++)
+        c->stats.extended[i] = &c->stats.dummy;
     corr_index_init(&c->index, &c->conf, &c->stats);
     c->index.rules = c->rules;
     corr_seen_init(&c->seen, c->conf.limits.max_services, &c->stats.ev_seen);
@@ -315,6 +331,12 @@ static void release(struct correlator *c, struct corr_parked **ps, uint32_t n,
                                          : ps[i]->svc->ntypes ? CORR_COLD_UNMATCHED
                                                               : CORR_COLD_GAVE_UP],
                            1);
+        if (ps[i]->extended && now > ps[i]->arrival_ms + c->conf.max_wait_ms &&
+            (why == CORR_REASON_NONE || why == CORR_REASON_TIMEOUT))
+            hs_counter_add(c->stats.extended[why == CORR_REASON_NONE ? CORR_EXT_PROFILE
+                                             : ps[i]->capped       ? CORR_EXT_CAPPED
+                                                                   : CORR_EXT_TIMEOUT],
+                           1);
         if (c->delays) {
             if (c->ndelays == c->capdelays) {
                 c->capdelays = c->capdelays ? c->capdelays * 2 : 1024;
@@ -395,17 +417,23 @@ static void park(struct correlator *c, struct corr_parked *p)
 }
 
 /* Releases the service's parked spans whose window the profiles now cover, in every type the
- * service uploads (or all of them). */
+ * service uploads (or all of them); the others wait for the upload expected to cover them. */
 static void release_service(struct correlator *c, struct corr_svc *svc, bool all)
 {
     uint32_t n = 0;
     struct corr_parked **ps = hs_xmalloc(HS_MAX(svc->nparked, 1) * sizeof(*ps));
-    int64_t covered = corr_svc_covered(svc, now_ms(c), c->conf.max_wait_ms);
+    uint64_t now = now_ms(c);
+    int64_t covered = corr_svc_covered(svc, now, &c->conf);
     for (struct corr_parked *p = svc->parked, *nx; p; p = nx) {
         nx = p->svc_next;
-        if (all || p->need_until_ns <= covered) {
+        /* a span parked before the service's first upload leaves once all of that upload's
+         * types are in (Node sends heap and wall, in either order) */
+        bool settling = p->cold && now < svc->settle_ms;
+        if (all || (p->need_until_ns <= covered && !settling)) {
             parked_unlink(c, p);
             ps[n++] = p;
+        } else {
+            corr_parked_extend(&c->conf, p, now);
         }
     }
     release(c, ps, n, CORR_REASON_NONE);
@@ -533,6 +561,23 @@ static bool is_slow(struct correlator *c, const struct corr_span *s, char *reaso
     return slow;
 }
 
+/* Does the span carry pyroscope.profile.id = its own id, as otel-profiling-go and -java set it
+ * on the spans whose id they put in the samples' labels? */
+static bool own_profile_id(const uint8_t *data, const struct hs_span_view *v)
+{
+    struct hs_str id;
+    if (v->span_id.len != 8 || !hs_span_attr_str(data, v, HS_ATTR_PYROSCOPE_PROFILE_ID, &id) ||
+        id.len != 16)
+        return false;
+    for (size_t i = 0; i < 8; i++) {
+        int hi = hs_hexval((unsigned char)id.ptr[2 * i]);
+        int lo = hs_hexval((unsigned char)id.ptr[2 * i + 1]);
+        if (hi < 0 || lo < 0 || (uint8_t)(hi << 4 | lo) != (uint8_t)v->span_id.ptr[i])
+            return false;
+    }
+    return true;
+}
+
 static int visit_span(void *ud, const struct hs_span_view *v)
 {
     struct scan_ctx *x = ud;
@@ -555,6 +600,7 @@ static int visit_span(void *ud, const struct hs_span_view *v)
     }
     if (!is_slow(c, &s, s.slow_reason, sizeof(s.slow_reason)))
         return 0;
+    s.labelled = v->parent_span_id.len == 0 || own_profile_id(x->data, v);
     if (x->nslow == x->cap) {
         x->cap = x->cap ? x->cap * 2 : 16;
         x->slow = realloc(x->slow, x->cap * sizeof(*x->slow));
@@ -627,6 +673,7 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
                 HS_MAX(p->deadline_ms, r->first_seen_ms + c->conf.first_profile_wait_ms);
         p->need_until_ns = (int64_t)(r->span.end_ns + c->conf.slack_ms * 1000000);
         p->span = r->span;
+        corr_parked_extend(&c->conf, p, now);
         park(c, p);
     }
     hs_traces_unref(group); /* the parked spans hold it now */
@@ -644,7 +691,7 @@ static struct corr_svc *waits_for(struct correlator *c, struct slow_rec *r)
     uint64_t now = now_ms(c);
     struct corr_svc *svc = corr_index_find(&c->index, s->tenant, s->service);
     if (svc && svc->ntypes > 0 && svc->last_seen_ms + c->conf.retention_ms >= now) {
-        if (corr_svc_covered(svc, now, c->conf.max_wait_ms) >=
+        if (corr_svc_covered(svc, now, &c->conf) >=
             (int64_t)(s->end_ns + c->conf.slack_ms * 1000000))
             return NULL; /* its profile is here already */
         return svc;
@@ -771,6 +818,18 @@ void hs_correlator_tick(struct hs_component *base)
         release(c, ps, n, CORR_REASON_TIMEOUT);
         free(ps);
     }
+    /* services whose first upload has settled: every type it sent is in, and the spans that
+     * waited for it may leave */
+    for (struct corr_parked *p = c->parked_head; p;) {
+        struct corr_svc *svc = p->svc;
+        if (!svc->settle_ms || svc->settle_ms > now) {
+            p = p->next;
+            continue;
+        }
+        svc->settle_ms = 0;
+        release_service(c, svc, false);
+        p = c->parked_head; /* the list changed */
+    }
     outq_flush(c);
     corr_index_expire(&c->index, now);
     corr_seen_expire(&c->seen, now, c->conf.retention_ms);
@@ -890,6 +949,15 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
         *ev[i].p = hs_metrics_counter(m, "correlator_evictions_total",
                                       "Index entries evicted or not kept, by what", L(extra));
     }
+    static const char *const ext[CORR_EXT_N] = {[CORR_EXT_PROFILE] = ",outcome=\"profile\"",
+                                                [CORR_EXT_TIMEOUT] = ",outcome=\"timeout\"",
+                                                [CORR_EXT_CAPPED] = ",outcome=\"capped\""};
+    for (int i = 0; i < CORR_EXT_N; i++)
+        c->stats.extended[i] = hs_metrics_counter(
+            m, "correlator_extended_waits_total",
+            "Slow spans that waited past max_wait for their service's next upload, by how the "
+            "wait ended",
+            L(ext[i]));
     static const char *const cold[CORR_COLD_N] = {[CORR_COLD_MATCHED] = ",outcome=\"matched\"",
                                                   [CORR_COLD_UNMATCHED] = ",outcome=\"unmatched\"",
                                                   [CORR_COLD_GAVE_UP] = ",outcome=\"gave_up\"",

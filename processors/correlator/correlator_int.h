@@ -35,6 +35,8 @@ struct hs_traces;
 #define CORR_HOT_PATH_MIN 0.1     /* hot path frames below this share are dropped */
 #define CORR_LIB_SHARE 0.5        /* "(in lib)" when a library holds this share of a function */
 #define CORR_OFFCPU_SHARE 0.5     /* CPU under this share of a span does not explain it */
+#define CORR_GRACE_DIV 4          /* an upload is late after its period + period / this */
+#define CORR_SETTLE_MS 2000       /* a service's first upload: its other types' requests follow */
 #define CORR_BASE_WEIGHT 0.125    /* weight of each closed bucket in the function baseline */
 #define CORR_UI_STACKS 256        /* heaviest matched stacks kept per /ui entry */
 #define CORR_UI_DEPTH 64          /* frames kept per stack of a /ui entry (root-most) */
@@ -51,7 +53,7 @@ struct corr_config {
         double factor;
         uint32_t min_samples;
     } slow;
-    uint64_t bucket_ms, retention_ms, max_wait_ms, slack_ms, max_window_ms;
+    uint64_t bucket_ms, retention_ms, max_wait_ms, max_wait_cap_ms, slack_ms, max_window_ms;
     uint64_t first_profile_wait_ms;
     uint32_t top;
     struct hs_strlist library_frames;
@@ -88,6 +90,8 @@ enum corr_reason {
     CORR_REASON_TIMEOUT,
     CORR_REASON_PARKED_LIMIT,
     CORR_REASON_SHUTDOWN,
+    CORR_REASON_NO_SAMPLES_OF_SPAN, /* its service's profiles label spans and cover it: none
+                                     * is its own, and no profile of waiting covers it */
 };
 
 /* What became of a slow span of a service without profiles (yet): hotspan_correlator_cold_
@@ -100,8 +104,18 @@ enum corr_cold {
     CORR_COLD_N
 };
 
+/* How a wait extended past max_wait for the service's next upload ended:
+ * hotspan_correlator_extended_waits_total{outcome}. */
+enum corr_ext {
+    CORR_EXT_PROFILE, /* the upload came and released it */
+    CORR_EXT_TIMEOUT, /* not by its expected time + grace */
+    CORR_EXT_CAPPED,  /* max_wait_cap came before the expected upload */
+    CORR_EXT_N
+};
+
 struct corr_stats {
     struct hs_counter *checked, *slow, *annotated[3], *released_timeout, *profiles_indexed;
+    struct hs_counter *extended[CORR_EXT_N];
     struct hs_counter *ev_service, *ev_bucket, *ev_span, *ev_type, *ev_stale, *ev_latency,
         *ev_fragment, *ev_parked_limit, *ev_expired, *ev_seen, *ev_shed;
     struct hs_counter *cold[CORR_COLD_N];
@@ -170,6 +184,7 @@ struct corr_type {
     int64_t newest; /* newest bucket number indexed */
     int64_t max_until_ns; /* the latest end of a profile of this type */
     uint64_t last_ms;     /* when one last arrived */
+    uint64_t period_ms;   /* its upload period, learned from the profiles; 0: not known */
     double *base;   /* [nbase] decayed share of each function's total */
     uint32_t nbase;
     uint32_t base_buckets; /* closed buckets folded into base */
@@ -205,6 +220,7 @@ struct corr_svc {
     uint32_t name_mask;
     struct corr_parked *parked; /* this service's parked spans (svc_prev/svc_next) */
     uint32_t nparked;
+    uint64_t settle_ms; /* its first upload came: its spans leave from then (0: not waiting) */
 };
 
 struct hs_frame_rules;
@@ -242,9 +258,6 @@ void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
  * of a service whose first profile is still to come. */
 struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
                                 uint64_t now_ms);
-/* How far the service's profiles reach: the least max_until_ns of the types that arrived
- * within recent_ms (an upload of several types is complete once the last of them arrived). */
-int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms, uint64_t recent_ms);
 /* The service's types in the order matching tries them (by rank); returns their count. */
 uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
 /* Frees the least recently used services until the index counts at most `bytes`, each counted
@@ -255,10 +268,15 @@ uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter 
 uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
 int corr_index_scratch(struct corr_index *ix, size_t n);
+/* A stamp no ix->mark entry holds yet: mark[fid] == it says "seen in this pass". */
+uint32_t corr_index_stamp(struct corr_index *ix);
 /* The display name of a function name (writes into out, returns its length). */
 size_t corr_display_name(const char *name, char *out, size_t cap);
 /* What a type measures, from its id and its sample type (naming.c). */
 enum corr_kind corr_type_kind(const char *id, const char *type);
+/* Does a type of this kind (corr_type.rank) record waiting: goroutines (mostly blocked ones),
+ * mutex, block? A wall profile records where the time went, on CPU or off. */
+bool corr_kind_waits(int rank);
 struct hs_profile_summary;
 /* The columns of a profile the index reads (1 or 2, into cols); returns their count. */
 uint32_t corr_index_columns(const struct hs_profile_summary *sum, uint32_t cols[2]);
@@ -346,6 +364,9 @@ struct corr_span {
     struct hs_str tenant, service, name, trace_id, span_id;
     uint64_t start_ns, end_ns;
     char slow_reason[48];
+    /* SDKs label samples with this span's id: it carries pyroscope.profile.id = its id
+     * (otel-profiling-go, otel-profiling-java), or it is a trace's root */
+    bool labelled;
 };
 
 struct corr_parked {
@@ -358,8 +379,31 @@ struct corr_parked {
     uint64_t arrival_ms;
     int64_t need_until_ns; /* released once a profile of the service reaches this */
     bool cold;             /* waits for its service's first profile */
+    bool extended;         /* waits past max_wait for its service's next upload */
+    bool capped;           /* ... and max_wait_cap ends the wait before it is expected */
     struct corr_span span;
 };
+
+/* ---- upload cadence (cadence.c) --------------------------------------------------------- */
+
+/* Learns the type's upload period from a profile of [from_ns, until_ns] arriving at now_ms
+ * (before t->last_ms is set to it). */
+void corr_type_learn_period(struct corr_type *t, int64_t from_ns, int64_t until_ns,
+                            uint64_t now_ms);
+/* How long after a type's last upload its next one is still expected: its period plus a
+ * grace of a quarter of it, at least max_wait, at most max_wait_cap (max_wait when 0). */
+uint64_t corr_type_patience_ms(const struct corr_config *conf, const struct corr_type *t);
+/* How far the service's profiles reach: the least max_until_ns of the types still expected
+ * (an upload of several types is complete once the last of them arrived). */
+int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms,
+                         const struct corr_config *conf);
+/* When the service's uploads reaching until_ns are expected to have come, each by its type's
+ * period and last arrival, plus the grace; 0 when no expected type's period is known. */
+uint64_t corr_svc_expected_ms(const struct corr_svc *svc, int64_t until_ns, uint64_t now_ms,
+                              const struct corr_config *conf);
+/* Moves p's deadline to when the upload expected to cover it is due, plus the grace, when that
+ * is later; at most max_wait_cap after its arrival (p->extended, p->capped say so). */
+void corr_parked_extend(const struct corr_config *conf, struct corr_parked *p, uint64_t now);
 
 typedef uint64_t (*hs_corr_clock_fn)(void *ud);
 

@@ -57,13 +57,18 @@ struct ranked {
     uint32_t fid;
     int64_t total;
     double pp;
+    uint32_t depth; /* the deepest the function is in the matched stacks (root 0) */
 };
 
+/* Heaviest first; of equal totals (a caller's includes its callee's: on a waiting stack every
+ * frame holds the same value) the one nearest the leaf, the specific one. */
 static int by_total(const void *a, const void *b)
 {
     const struct ranked *x = a, *y = b;
     if (x->total != y->total)
         return x->total > y->total ? -1 : 1;
+    if (x->depth != y->depth)
+        return x->depth > y->depth ? -1 : 1;
     return x->fid < y->fid ? -1 : x->fid > y->fid;
 }
 
@@ -166,12 +171,14 @@ static const char *lib_under(const struct corr_matched *m, uint32_t f)
 /* How many root-most frames of the (application) hot path are trunk: they hold
  * CORR_TRUNK_SHARE of the samples and name nothing (main, the server loop, the handler). The
  * trunk ends at the span's own function; its deepest frame stays ranked when it says something
- * (an N+1 loop's `loadPreferences 98%`), unless it is the span's own function. */
+ * (an N+1 loop's `loadPreferences 98%`), unless it is the span's own function: then *kept is
+ * that frame (also when recursion put it higher in the trunk too), else UINT32_MAX. */
 static uint32_t trunk_len(const struct corr_svc *s, const struct corr_matched *m,
                           struct hs_str span_name, const uint32_t *path, const int64_t *vals,
-                          uint32_t npath)
+                          uint32_t npath, uint32_t *kept)
 {
     uint32_t trunk = 0;
+    *kept = UINT32_MAX;
     while (trunk < npath && (double)vals[trunk] >= CORR_TRUNK_SHARE * (double)m->total)
         trunk++;
     for (uint32_t k = 0; k < trunk; k++)
@@ -179,9 +186,30 @@ static uint32_t trunk_len(const struct corr_svc *s, const struct corr_matched *m
             trunk = k + 1;
             break;
         }
-    if (trunk > 1 && !corr_name_matches(s->names[path[trunk - 1]].disp, span_name))
+    if (trunk > 1 && !corr_name_matches(s->names[path[trunk - 1]].disp, span_name)) {
         trunk--;
+        *kept = path[trunk];
+    }
     return trunk;
+}
+
+/* Per function of the matched stacks: the deepest it is (depth[fid] + 1, 0 when absent) and
+ * whether it is some stack's deepest application frame (leaf[fid]). */
+static void stack_depths(const struct corr_matched *m, uint32_t *depth, bool *leaf)
+{
+    const struct corr_name *names = m->svc->names;
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        const struct corr_mstack *st = &m->stacks[i];
+        uint32_t last = UINT32_MAX;
+        for (uint32_t d = 0; d < st->depth; d++) {
+            uint32_t f = st->fids[d];
+            depth[f] = HS_MAX(depth[f], d + 1);
+            if (!names[f].lib)
+                last = f;
+        }
+        if (last != UINT32_MAX && st->value > 0)
+            leaf[last] = true;
+    }
 }
 
 /* The hot path as written: the application frames and, at its end, the first library frame
@@ -227,18 +255,29 @@ void corr_explain(const struct correlator *c, const struct corr_matched *m, stru
             apath[na] = ex->path[k];
             avals[na++] = m->ftot ? HS_MAX(pvals[k], m->ftot[ex->path[k]]) : pvals[k];
         }
-    uint32_t trunk = trunk_len(s, m, span_name, apath, avals, na);
+    uint32_t kept;
+    uint32_t trunk = trunk_len(s, m, span_name, apath, avals, na, &kept);
+    uint32_t *depth = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*depth));
+    bool *leaf = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*leaf));
+    stack_depths(m, depth, leaf);
+    /* profiles of waiting (goroutines, mutex, block) give every frame of a stack the same
+     * value: the wait is where the stack's deepest application frame is, its callers only pass
+     * it on (the trunk of each waiting stack) */
+    bool waits = app && corr_kind_waits(m->type->rank);
     struct ranked *r = hs_xmalloc(HS_MAX(nf, 1) * sizeof(*r));
     uint32_t nr = 0;
     for (uint32_t i = 0; i < nf; i++) {
-        bool skip = tot[fids[i]] <= 0 || (app && s->names[fids[i]].lib);
-        for (uint32_t k = 0; k < trunk && !skip; k++)
-            skip = apath[k] == fids[i];
+        uint32_t f = fids[i];
+        bool skip = tot[f] <= 0 || (app && s->names[f].lib) || (waits && !leaf[f]);
+        for (uint32_t k = 0; k < trunk && !skip && !waits && f != kept; k++)
+            skip = apath[k] == f;
         if (!skip)
-            r[nr++] = (struct ranked){fids[i], tot[fids[i]], 0};
+            r[nr++] = (struct ranked){f, tot[f], 0, depth[f]};
     }
     if (nr == 0 && trunk > 0)
-        r[nr++] = (struct ranked){apath[trunk - 1], avals[trunk - 1], 0};
+        r[nr++] = (struct ranked){apath[trunk - 1], avals[trunk - 1], 0, depth[apath[trunk - 1]]};
+    free(leaf);
+    free(depth);
     qsort(r, nr, sizeof(*r), by_total);
     nr = HS_MIN(nr, HS_MIN(c->conf.top, HS_ARRAY_SIZE(ex->top)));
     char(*text)[320] = hs_xmalloc(HS_MAX(nr, 1) * sizeof(*text));
@@ -278,7 +317,7 @@ void corr_put_grown(const struct correlator *c, const struct corr_matched *m, st
             double share = (double)c->index.scratch[f] / (double)m->window_total;
             double pp = 100.0 * (share - (f < t->nbase ? t->base[f] : 0.0));
             if (pp > c->conf.grown.min_pp && (pass == 1 || !m->svc->names[f].lib))
-                r[nr++] = (struct ranked){f, 0, pp};
+                r[nr++] = (struct ranked){f, 0, pp, 0};
         }
     qsort(r, nr, sizeof(*r), by_pp);
     nr = HS_MIN(nr, HS_MIN(c->conf.top, 64));

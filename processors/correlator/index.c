@@ -371,6 +371,15 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     return fid;
 }
 
+uint32_t corr_index_stamp(struct corr_index *ix)
+{
+    if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
+        memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
+        ix->stamp = 1;
+    }
+    return ix->stamp;
+}
+
 int corr_index_scratch(struct corr_index *ix, size_t n)
 {
     if (n <= ix->nscratch)
@@ -417,15 +426,6 @@ static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, con
     t->max_until_ns = INT64_MIN;
     account(ix, s, (ssize_t)(heap_size(t->id) + heap_size(t->ring)));
     return t;
-}
-
-int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms, uint64_t recent_ms)
-{
-    int64_t covered = INT64_MAX;
-    for (uint32_t i = 0; i < svc->ntypes; i++)
-        if (svc->types[i].last_ms + recent_ms >= now_ms)
-            covered = HS_MIN(covered, svc->types[i].max_until_ns);
-    return covered == INT64_MAX ? svc->max_until_ns : covered;
 }
 
 uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out)
@@ -589,7 +589,9 @@ static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct c
     for (uint32_t i = 0; i < b->nfuncs; i++)
         pos[b->funcs[i].fid] = i + 1;
     for (uint32_t i = 0; i < sum->nfuncs; i++) {
-        int64_t self = sum->funcs[i].self[col], total = sum->funcs[i].total[col];
+        /* a negative value (a client's broken delta) counts as none, as its stacks do */
+        int64_t self = HS_MAX(sum->funcs[i].self[col], 0);
+        int64_t total = HS_MAX(sum->funcs[i].total[col], 0);
         if (self == 0 && total == 0)
             continue;
         uint32_t fid = fmap[i];
@@ -622,7 +624,7 @@ static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct 
     for (uint32_t i = 0; i < sum->nstacks; i++) {
         const struct hs_profile_stack *st = &sum->stacks[i];
         int64_t v = st->values[col];
-        if (v == 0)
+        if (v <= 0)
             continue;
         uint32_t depth = HS_MIN(st->depth, CORR_MAX_STACK_DEPTH);
         for (uint32_t d = 0; d < depth; d++)
@@ -706,14 +708,11 @@ static ssize_t span_add(struct corr_index *ix, struct corr_spanagg *a,
         d += span_stacks_room(a);
         d += topk_add(a->stacks, &a->nstacks, a->capstacks, &a->other, fids, depth,
                       hash_bytes(fids, depth * sizeof(*fids), 7), v);
-        if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
-            memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
-            ix->stamp = 1;
-        }
+        uint32_t stamp = corr_index_stamp(ix);
         for (uint32_t k = 0; k < st->depth; k++) {
             uint32_t f = fmap[st->funcs[k]];
-            if (ix->mark[f] != ix->stamp) { /* recursion: once per sample */
-                ix->mark[f] = ix->stamp;
+            if (ix->mark[f] != stamp) { /* recursion: once per sample */
+                ix->mark[f] = stamp;
                 d += span_add_func(a, pos, f, 0, v);
             }
         }
@@ -736,7 +735,7 @@ static void bucket_add_spans(struct corr_index *ix, struct corr_svc *s, struct c
     uint32_t n = 0;
     for (uint32_t i = 0; i < sum->nstacks; i++) {
         const struct hs_profile_stack *st = &sum->stacks[i];
-        if (st->span < sum->nspans && st->values[col] != 0) {
+        if (st->span < sum->nspans && st->values[col] > 0) {
             start[st->span + 1]++;
             n++;
         }
@@ -748,7 +747,7 @@ static void bucket_add_spans(struct corr_index *ix, struct corr_svc *s, struct c
     memcpy(fill, start, sum->nspans * sizeof(*fill));
     for (uint32_t i = 0; i < sum->nstacks; i++) {
         const struct hs_profile_stack *st = &sum->stacks[i];
-        if (st->span < sum->nspans && st->values[col] != 0)
+        if (st->span < sum->nspans && st->values[col] > 0)
             order[fill[st->span]++] = i;
     }
     for (uint32_t k = 0; k < sum->nspans; k++) {
@@ -826,6 +825,7 @@ static struct corr_bucket *index_column(struct corr_index *ix, struct corr_svc *
     b->min_from = HS_MIN(b->min_from, p->from_ns);
     b->max_until = HS_MAX(b->max_until, p->until_ns);
     t->max_until_ns = HS_MAX(t->max_until_ns, p->until_ns);
+    corr_type_learn_period(t, p->from_ns, p->until_ns, s->last_seen_ms);
     t->last_ms = s->last_seen_ms;
     return b;
 }
@@ -843,6 +843,7 @@ struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
     struct corr_svc *s = svc_get(ix, (struct hs_str){tenant, strlen(tenant)},
                                  (struct hs_str){service, strlen(service)});
     s->last_seen_ms = now_ms;
+    bool first = s->ntypes == 0;
     uint32_t cols[2], *fmap = NULL;
     uint32_t ncols = corr_index_columns(sum, cols);
     struct corr_bucket *b = NULL;
@@ -854,6 +855,8 @@ struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
     if (!b)
         return NULL;
     s->max_until_ns = HS_MAX(s->max_until_ns, p->until_ns);
+    if (first) /* the upload's other types are on their way: its spans leave once they are in */
+        s->settle_ms = now_ms + CORR_SETTLE_MS;
     svc_trim(ix, s, b);
     while (ix->bytes > ix->conf->limits.max_bytes && ix->lru_tail && ix->lru_tail != s)
         svc_remove(ix, ix->lru_tail, ix->stats->ev_service);

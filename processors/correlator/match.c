@@ -53,10 +53,12 @@ static void collect_buckets(struct corr_matched *m, struct corr_type *t)
     }
 }
 
-/* The window's per-function totals, into the index scratch (by fid) until window_close. */
+/* The window's per-function totals, into the index scratch (by fid) until window_close, which
+ * zeroes each function listed in wfids: every one written is listed, once. */
 static void collect_window(struct correlator *c, struct corr_matched *m)
 {
     int64_t *wtot = c->index.scratch;
+    uint32_t stamp = corr_index_stamp(&c->index);
     m->wfids = hs_xmalloc(HS_MAX(m->svc->nnames, 1) * sizeof(*m->wfids));
     m->nwfids = 0;
     m->window_total = 0;
@@ -65,8 +67,10 @@ static void collect_window(struct correlator *c, struct corr_matched *m)
         m->window_total += b->total;
         for (uint32_t k = 0; k < b->nfuncs; k++) {
             const struct corr_fval *f = &b->funcs[k];
-            if (wtot[f->fid] == 0 && f->total > 0)
+            if (c->index.mark[f->fid] != stamp) {
+                c->index.mark[f->fid] = stamp;
                 m->wfids[m->nwfids++] = f->fid;
+            }
             wtot[f->fid] += f->total;
         }
     }
@@ -170,13 +174,36 @@ static bool find_exact(struct correlator *c, struct corr_matched *m, struct corr
     return false;
 }
 
+/* Do the type's buckets in the window carry span labels? Then its samples that are not a
+ * span's own are other spans'. */
+static bool labels_spans(const struct corr_matched *m)
+{
+    for (uint32_t i = 0; i < m->nbuckets; i++)
+        if (m->buckets[i]->nspans > 0)
+            return true;
+    return false;
+}
+
+/* Do the type's buckets in the window reach from the span's start to its end? */
+static bool covers(const struct corr_matched *m, const struct corr_span *s)
+{
+    int64_t from = INT64_MAX, until = INT64_MIN;
+    for (uint32_t i = 0; i < m->nbuckets; i++) {
+        from = HS_MIN(from, m->buckets[i]->min_from);
+        until = HS_MAX(until, m->buckets[i]->max_until);
+    }
+    return m->nbuckets && from <= (int64_t)s->start_ns && until >= (int64_t)s->end_ns;
+}
+
 /* The subtree under the span's function in the first of types[] with samples in the window,
- * else (`whole`) that window. */
+ * else (`whole`) that window; with `unlabelled`, of types that label no spans there only. */
 static bool find_window(struct correlator *c, struct corr_matched *m, struct corr_type **types,
-                        uint32_t n, struct hs_str name, bool whole)
+                        uint32_t n, struct hs_str name, bool whole, bool unlabelled)
 {
     for (uint32_t i = 0; i < n; i++) {
         collect_buckets(m, types[i]);
+        if (unlabelled && labels_spans(m))
+            continue;
         collect_window(c, m);
         if (m->window_total > 0 && (match_subtree(c, m, name) || whole)) {
             if (m->nstacks == 0)
@@ -198,13 +225,32 @@ static void set_window(struct correlator *c, const struct corr_span *s, struct c
         m->lo_ns = m->hi_ns - maxw;
 }
 
-/* Finds the samples matching s; false (with *why) when there are none. */
+/* Of types[], how many label spans in the span's window (*labelling), and do those cover it? */
+static bool own_samples_known(struct corr_matched *m, const struct corr_span *s,
+                              struct corr_type **types, uint32_t n, bool *labelling)
+{
+    bool known = false;
+    *labelling = false;
+    for (uint32_t i = 0; i < n; i++) {
+        collect_buckets(m, types[i]);
+        if (labels_spans(m)) {
+            *labelling = true;
+            known = known || covers(m, s);
+        }
+    }
+    return known;
+}
+
+/* Finds the samples matching s; false (with *why) when there are none. A span whose own id
+ * labels samples (s->labelled) takes no window of a type that labels spans: that would be
+ * other spans' samples. Without samples of its own there, it was waiting: the window of a
+ * profile of waiting (mutex, block) is its match, or none. */
 static bool find_match(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
                        enum corr_reason *why)
 {
     m->svc = corr_index_find(&c->index, s->tenant, s->service);
-    struct corr_type *types[CORR_MAX_TYPES];
-    uint32_t n = m->svc ? corr_svc_types(m->svc, types) : 0;
+    struct corr_type *types[CORR_MAX_TYPES], *waits[CORR_MAX_TYPES];
+    uint32_t n = m->svc ? corr_svc_types(m->svc, types) : 0, nw = 0;
     *why = CORR_REASON_NO_PROFILES_FOR_SERVICE;
     if (n == 0)
         return false;
@@ -212,69 +258,90 @@ static bool find_match(struct correlator *c, const struct corr_span *s, struct c
     *why = CORR_REASON_NO_PROFILE_IN_WINDOW;
     if (corr_index_scratch(&c->index, m->svc->nnames) != 0)
         return false;
-    if (find_exact(c, m, types, n, s->span_id) || find_window(c, m, types, n, s->name, true))
+    if (find_exact(c, m, types, n, s->span_id))
         return true;
+    bool labelling = false;
+    bool known = s->labelled && own_samples_known(m, s, types, n, &labelling);
+    if (!(s->labelled && labelling)) {
+        if (find_window(c, m, types, n, s->name, true, false))
+            return true;
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            if (types[i]->rank == CORR_KIND_MUTEX || types[i]->rank == CORR_KIND_BLOCK)
+                waits[nw++] = types[i];
+        if (find_window(c, m, waits, nw, s->name, true, true))
+            return true;
+        if (known)
+            *why = CORR_REASON_NO_SAMPLES_OF_SPAN;
+    }
     m->type = types[0];
     return false;
 }
 
 /* ---- off CPU ---------------------------------------------------------------------------- */
 
-/* CPU ns under the span id / its duration, when a CPU type of the service labels spans in the
- * window (then a span without samples there was off CPU: 0); -1 when not known. */
+/* CPU ns under the span id / its duration: from an exact CPU match, or, for a span whose id
+ * labels samples, from a CPU type that labels spans and covers it (then a span without samples
+ * there was off CPU: 0); -1 when not known (a child span's samples carry its root's id). */
 static double cpu_share(struct correlator *c, const struct corr_span *s,
                         const struct corr_matched *m)
 {
-    if (m->kind != CORR_MATCH_SPAN || s->end_ns <= s->start_ns)
+    if (!m->svc || !m->type || s->end_ns <= s->start_ns)
         return -1;
     double dur = (double)(s->end_ns - s->start_ns);
-    if (m->type->cpu_ns)
+    if (m->kind == CORR_MATCH_SPAN && m->type->cpu_ns)
         return (double)m->span_value / dur;
+    if (m->kind != CORR_MATCH_SPAN && !s->labelled)
+        return -1;
     struct corr_matched k = {.svc = m->svc, .lo_ns = m->lo_ns, .hi_ns = m->hi_ns};
     for (uint32_t t = 0; t < m->svc->ntypes; t++) {
         if (!m->svc->types[t].cpu_ns)
             continue;
         collect_buckets(&k, &m->svc->types[t]);
-        bool labelled = false;
+        if (!labels_spans(&k) || !covers(&k, s))
+            continue;
         int64_t v = 0;
         for (uint32_t i = 0; i < k.nbuckets; i++) {
             const struct corr_spanagg *a = bucket_span(k.buckets[i], s->span_id);
-            labelled = labelled || k.buckets[i]->nspans > 0;
             v += a ? a->value : 0;
         }
-        if (labelled)
-            return (double)v / dur;
+        return (double)v / dur;
     }
     return -1;
 }
 
-/* Does the CPU match leave the span unexplained? Its own CPU share is low; or it has no CPU
- * samples of its own although the service's CPU profile labels spans in the window (a span
- * that waited, or one under a labelled root: its window match is a guess either way); or the
- * whole service was on CPU for less than half the span in the window. */
-static bool offcpu_wanted(const struct corr_span *s, const struct corr_matched *m, double share)
+/* Did the span wait, so that profile.offcpu.* must say where? Its CPU share is known and low;
+ * or, not known, its match is in a profile of waiting (goroutines, mutex, block), or is a CPU
+ * window that cannot be its own (the profile labels spans: it is a child under a labelled
+ * root, and its window a guess), or the whole service was on CPU for less than half of the
+ * span in the window. (A wall match alone does not say: its time may have been on CPU.) */
+static bool waited(const struct corr_span *s, const struct corr_matched *m, double share)
 {
-    if (m->type->rank != CORR_KIND_CPU || s->end_ns <= s->start_ns)
+    if (s->end_ns <= s->start_ns)
         return false;
     if (share >= 0)
         return share < CORR_OFFCPU_SHARE;
-    for (uint32_t i = 0; m->kind == CORR_MATCH_WINDOW && i < m->nbuckets; i++)
-        if (m->buckets[i]->nspans > 0)
-            return true;
+    if (corr_kind_waits(m->type->rank))
+        return true;
+    if (m->type->rank != CORR_KIND_CPU)
+        return false;
+    if (m->kind == CORR_MATCH_WINDOW && labels_spans(m))
+        return true;
     return m->type->cpu_ns &&
            (double)m->window_total < CORR_OFFCPU_SHARE * (double)(s->end_ns - s->start_ns);
 }
 
-/* The other types' explanation: the span's own samples in any of them (wall, goroutines, ...:
- * the types that carry span labels), else the subtree under the span's function, else the
- * window, of the types that measure waiting without labels (mutex, block) or allocation. */
+/* Where a span that waited spent the time, whichever type its match is in: its own samples in
+ * the first non-CPU type holding some (wall, goroutines: the types that carry span labels),
+ * else the subtree under the span's function, else the window, of the types that measure
+ * waiting without labels (mutex, block) or allocation. */
 static bool find_offcpu(struct correlator *c, const struct corr_span *s,
                         const struct corr_matched *m, struct corr_matched *o)
 {
     struct corr_type *all[CORR_MAX_TYPES], *types[CORR_MAX_TYPES], *waits[CORR_MAX_TYPES];
     uint32_t n = corr_svc_types(m->svc, all), nt = 0, nw = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (all[i]->rank == CORR_KIND_CPU || all[i] == m->type)
+        if (all[i]->rank == CORR_KIND_CPU)
             continue;
         types[nt++] = all[i];
         if (all[i]->rank == CORR_KIND_MUTEX || all[i]->rank == CORR_KIND_BLOCK ||
@@ -283,8 +350,8 @@ static bool find_offcpu(struct correlator *c, const struct corr_span *s,
     }
     *o = (struct corr_matched){.svc = m->svc, .lo_ns = m->lo_ns, .hi_ns = m->hi_ns};
     return find_exact(c, o, types, nt, s->span_id) ||
-           find_window(c, o, waits, nw, s->name, false) ||
-           find_window(c, o, waits, nw, s->name, true);
+           find_window(c, o, waits, nw, s->name, false, s->labelled) ||
+           find_window(c, o, waits, nw, s->name, true, s->labelled);
 }
 
 /* ---- attributes ------------------------------------------------------------------------- */
@@ -330,6 +397,7 @@ static const char *const reason_names[] = {
     [CORR_REASON_TIMEOUT] = "timeout",
     [CORR_REASON_PARKED_LIMIT] = "parked_limit",
     [CORR_REASON_SHUTDOWN] = "shutdown",
+    [CORR_REASON_NO_SAMPLES_OF_SPAN] = "no_samples_of_span",
 };
 
 const char *corr_reason_name(enum corr_reason r)
@@ -367,7 +435,7 @@ static void put_offcpu(struct correlator *c, const struct corr_span *s, struct c
                        double share, struct corr_matched *o, uint32_t *opath, struct hs_buf *attrs,
                        struct corr_ui_note *note)
 {
-    if (!offcpu_wanted(s, m, share) || !find_offcpu(c, s, m, o))
+    if (!waited(s, m, share) || !find_offcpu(c, s, m, o))
         return;
     hs_attr_string(attrs, HS_ATTR_PROFILE_OFFCPU_TYPE, o->type->id, strlen(o->type->id));
     hs_attr_string(attrs, HS_ATTR_PROFILE_OFFCPU_MATCH, kind_text(o->kind),
@@ -463,13 +531,16 @@ enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
         if (m.type)
             hs_attr_string(attrs, HS_ATTR_PROFILE_TYPE, m.type->id, strlen(m.type->id));
         m.kind = CORR_MATCH_NONE;
+        double share = cpu_share(c, s, &m); /* a labelled span off CPU: 0 */
+        if (share >= 0)
+            hs_attr_double(attrs, HS_ATTR_PROFILE_CPU_SHARE, share);
         if (note) {
             *note = (struct corr_ui_note){.reason = why,
                                           .type = m.type ? m.type->id : NULL,
                                           .span = s,
                                           .kind = CORR_MATCH_NONE,
                                           .svc = m.svc,
-                                          .cpu_share = -1,
+                                          .cpu_share = share,
                                           .nplus1 = g};
             corr_ui_record(&c->ui, note);
         }

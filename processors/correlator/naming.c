@@ -27,6 +27,11 @@ enum corr_kind corr_type_kind(const char *id, const char *type)
     return CORR_KIND_OTHER;
 }
 
+bool corr_kind_waits(int rank)
+{
+    return rank == CORR_KIND_GOROUTINES || rank == CORR_KIND_MUTEX || rank == CORR_KIND_BLOCK;
+}
+
 /* The columns of a profile the index reads: "cpu" and "wall" (a Node wall profile carries
  * both) as two types; otherwise one: alloc_space (a Go heap profile: what was allocated in the
  * window, not what is live), else the summary's main column. Returns their count. */

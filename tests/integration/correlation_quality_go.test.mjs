@@ -37,10 +37,13 @@ const FAST_PREFS = '/prefs?users=2&per=1';
 const SLOW_REPORT = '/report?rows=72&depths=36&per=15&slow=1';
 const FAST_REPORT = '/report?rows=2&per=1';
 const SLOW_PRICES = '/prices?hold=400&slow=1';
+// held across an upload: the goroutine profile catches the request waiting (and the span's
+// exact match is there)
+const CAUGHT_PRICES = `/prices?hold=${UPLOAD_MS + 500}&slow=1`;
 const FAST_PRICES = '/prices';
 const COLD = [SLOW_PREFS, FAST_PREFS, SLOW_PREFS, FAST_REPORT];
 const WARM = [FAST_PREFS, SLOW_PREFS, SLOW_REPORT, SLOW_PRICES, FAST_PRICES, FAST_REPORT,
-  SLOW_PREFS, SLOW_PRICES, SLOW_REPORT, FAST_PREFS, FAST_PRICES];
+  SLOW_PREFS, SLOW_PRICES, SLOW_REPORT, FAST_PREFS, FAST_PRICES, CAUGHT_PRICES];
 
 describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go labels, pyroscope-go uploads)', () => {
   let sink;
@@ -200,7 +203,7 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
     }
   });
 
-  it('a span waiting on a mutex: off-CPU attributes name the lock\'s functions', { todo: 'h16-fix: an exact match found only in the goroutine profile writes no profile.offcpu.*, and ties rank callers before PriceCache.Get' }, () => {
+  it('a span waiting on a mutex: off-CPU attributes name the lock\'s functions', () => {
     for (const t of warm('prices')) {
       assert.ok(t.waitNs / 1e6 >= 300, `the app waited ${t.waitNs / 1e6} ms for the lock`);
       const a = attrs(span(t));
@@ -213,6 +216,32 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
       assert.ok(Array.isArray(off) && off.length && namesExpected('prices', off[0]),
         `profile.offcpu.top_functions names PriceCache.Get or .rebuild first: ${show(a)}`);
     }
+  });
+
+  it('a span the goroutine profile caught waiting: the waiting function is named, not its callers', () => {
+    const caught = warm('prices').filter((t) => t.waitNs / 1e6 >= UPLOAD_MS);
+    assert.equal(caught.length, 1);
+    const t = caught[0];
+    const a = attrs(span(t));
+    assert.equal(a['profile.match'], 'span', show(a));
+    // its own samples: in the goroutine profile, unless the CPU profile caught its price
+    // formatting (1 ms), which is then its match, and the goroutine profile its off-CPU one
+    const cpu = /:cpu:/.test(a['profile.type']);
+    if (!cpu) assert.match(a['profile.type'], /^goroutines:/, show(a));
+    assert.match(a['profile.offcpu.type'], /^goroutines:/, show(a));
+    for (const key of cpu ? ['profile.offcpu.top_functions'] : ['profile.top_functions', 'profile.offcpu.top_functions']) {
+      const top = a[key] || [];
+      assert.ok(top.length && names(parseEntry(top[0]).name, 'Get') && /\(in sync\)$/.test(top[0]),
+        `${key} names PriceCache.Get first, waiting in sync: ${show(a)}`);
+      for (const e of top) {
+        const n = parseEntry(e).name;
+        assert.match(n, /^main\./, `only the application's functions are listed: ${show(a)}`);
+        assert.ok(!['serve', 'func1', 'handlePrices', 'lookup'].some((f) => names(n, f)),
+          `the handlers above the wait are not listed: ${show(a)}`);
+      }
+    }
+    assert.equal(a['profile.offcpu.match'], 'span', show(a));
+    assert.ok(a['profile.cpu_share'] <= t.cpuNs / (t.endNs - t.startNs) + 0.1, show(a));
   });
 
   it('pyroscope.profile.id, which the SDK set, is on every root span exactly once', () => {

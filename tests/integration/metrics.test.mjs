@@ -124,6 +124,7 @@ processors:
   correlator:
     slow: {threshold: 300ms}
     max_wait: 1500ms
+    max_wait_cap: 3s
     first_profile_wait: 20s
     limits: {max_services: 1}
   batch: {send_batch_size: 2, timeout: 100ms}
@@ -172,10 +173,13 @@ service:
     const m1 = await waitMetrics(admin,
       (m) => metricSum(m, 'hotspan_correlator_parked_spans') > 0, 'a parked span');
     saw('hotspan_correlator_parked_spans');
-    // ... and released by max_wait, annotated
+    // ... and released when its wait ends, annotated: svc-a uploads every 10 s (what its profile
+    // covers), so the span waits past max_wait for the upload due to cover it, until
+    // max_wait_cap ends the wait
     const m2 = await waitMetrics(admin,
       (m) => metricSum(m, 'hotspan_correlator_released_by_timeout_total') > 0 &&
         metricSum(m, 'hotspan_correlator_parked_spans') === 0, 'the parked span released');
+    assertRose(m0, m2, 'hotspan_correlator_extended_waits_total', { processor: 'correlator', outcome: 'capped' });
     await sink.waitFor(() => sink.spans().some((s) => s.span.spanId === slow.spanId), 10000);
     // a profile of a second service: max_services 1 evicts the first
     res = await ingest(hs.ports.pyroscope, 'svc-b', { tenant: 'it' });

@@ -44,6 +44,10 @@ static const struct pcol mutex_cols[] = {
     {"contentions", "count", "mutex:contentions:count:contentions:count"},
     {"delay", "nanoseconds", MUTEX_ID}};
 static const struct pcol goroutine_cols[] = {{"goroutine", "count", GOROUTINES_ID}};
+#define HEAP_ID "memory:inuse_space:bytes:inuse_space:bytes"
+/* Node's heap profile (wire.md §5.5) */
+static const struct pcol heap_cols[] = {{"inuse_objects", "count", "memory:inuse_objects:count"},
+                                        {"inuse_space", "bytes", HEAP_ID}};
 
 static struct correlator *corr(struct fx *f)
 {
@@ -86,6 +90,12 @@ static void test_cold_start_waits_for_the_first_profile(void **state)
     const struct mstack st[] = {{{MAIN, HANDLE, FIND, LOADP}, {70}, NULL},
                                 {{MAIN, HANDLE, "main.idle"}, {30}, NULL}};
     assert_int_equal(send_cols(&f, "user-db", cpu_cols, 1, st, 2), 0);
+    /* the upload's other types may follow: it leaves once they are in */
+    fake_now += CORR_SETTLE_MS - 1;
+    hs_correlator_tick(f.c);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    fake_now += 1;
+    hs_correlator_tick(f.c);
     assert_int_equal(hs_correlator_parked(f.c), 0);
     Span *o = out_span(&f, "UserRepository.findByEmail", NULL);
     assert_non_null(o);
@@ -183,6 +193,132 @@ static void test_cold_start_at_the_services_bound(void **state)
     teardown(&f);
 }
 
+/* Node's first upload is a heap and a wall profile, two requests in either order: a span that
+ * waited for the service's first profile leaves once both are in, not with the first. */
+static void test_cold_start_settles_for_the_uploads_types(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    Span *sp = mkspan("GET /report", 22, S(2), MS(600));
+    consume(&f, "report-js", sp);
+    const struct mstack heap[] = {{{"./app.js:(anonymous:L#1:C#1):1"}, {10, 4096}, NULL}};
+    const struct mstack wall[] = {
+        {{"./app.js:handle:9", "./app.js:render:70"}, {60, 600000000, 550000000}, sp->span_id.data},
+        {{":(idle):0"}, {300, 3000000000, 0}, NULL}};
+    assert_int_equal(send_cols(&f, "report-js", heap_cols, 2, heap, 1), 0);
+    fake_now += 100;
+    assert_int_equal(send_cols(&f, "report-js", node_cols, 3, wall, 2), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    fake_now += CORR_SETTLE_MS;
+    hs_correlator_tick(f.c);
+    Span *o = out_span(&f, "GET /report", NULL);
+    assert_non_null(o);
+    assert_string_equal(astr(o, "profile.match"), "span");
+    assert_string_equal(astr(o, "profile.type"), NODE_CPU_ID);
+    assert_string_equal(alist(o, "profile.top_functions"), "./app.js:render:70 100%");
+    assert_int_equal(cold(&f, "matched"), 1);
+    teardown(&f);
+}
+
+/* ---- a service's upload period ---------------------------------------------------------- */
+
+/* A service uploading every 60 s (Node's default flush), longer than max_wait (30 s): its
+ * span waits for the upload expected to cover it, + a quarter period, at most max_wait_cap;
+ * each longer wait is counted by how it ended. */
+static void test_waits_for_the_next_upload_of_a_slow_uploader(void **state)
+{
+    struct fx f;
+    setup(&f, "{}"); /* max_wait 30s, max_wait_cap 2m */
+    const struct mstack idle[] = {{{":(idle):0"}, {300, 3000000000, 0}, NULL}};
+    uint64_t t = fake_now;
+    assert_int_equal(
+        send_profiles(&f, NULL, mkprofile_cols("shop-js", -60, 0, node_cols, 3, idle, 1)), 0);
+    fake_now = t + 10000;
+    Span *sp = mkspan("POST /login", 23, S(8), MS(600));
+    consume(&f, "shop-js", sp);
+    fake_now = t + 41000; /* past max_wait: the next upload is due at 60 s */
+    hs_correlator_tick(f.c);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    const struct mstack st[] = {{{"./app.js:handle:9", "./app.js:verifyPassword:56"},
+                                 {60, 600000000, 590000000},
+                                 sp->span_id.data}};
+    fake_now = t + 60000;
+    assert_int_equal(send_profiles(&f, NULL, mkprofile_cols("shop-js", 0, 60, node_cols, 3, st, 1)),
+                     0);
+    Span *o = out_span(&f, "POST /login", NULL);
+    assert_non_null(o);
+    assert_string_equal(astr(o, "profile.match"), "span");
+    assert_int_equal(metric(&f, "correlator_extended_waits_total", ",outcome=\"profile\""), 1);
+    assert_int_equal(metric(&f, "correlator_released_by_timeout_total", ""), 0);
+    /* the next upload does not come: it leaves when it was due (120 s) + 15 s */
+    Span *late = mkspan("GET /rates", 24, S(70), MS(600));
+    fake_now = t + 72000;
+    consume(&f, "shop-js", late);
+    fake_now = t + 134999;
+    hs_correlator_tick(f.c);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    fake_now += 1;
+    hs_correlator_tick(f.c);
+    assert_int_equal(hs_correlator_parked(f.c), 0);
+    assert_string_equal(astr(out_span(&f, "GET /rates", NULL), "profile.match_reason"), "timeout");
+    assert_int_equal(metric(&f, "correlator_extended_waits_total", ",outcome=\"timeout\""), 1);
+    teardown(&f);
+
+    /* max_wait_cap ends a wait before the upload is due; 0 keeps max_wait */
+    const char *conf[] = {"{max_wait_cap: 50s}", "{max_wait_cap: 0}"};
+    const uint64_t leaves[] = {60000, 40000};
+    for (int i = 0; i < 2; i++) {
+        setup(&f, conf[i]);
+        t = fake_now;
+        assert_int_equal(
+            send_profiles(&f, NULL, mkprofile_cols("shop-js", -60, 0, node_cols, 3, idle, 1)), 0);
+        fake_now = t + 10000;
+        consume(&f, "shop-js", mkspan("POST /login", 23, S(8), MS(600)));
+        fake_now = t + leaves[i] - 1;
+        hs_correlator_tick(f.c);
+        assert_int_equal(hs_correlator_parked(f.c), 1);
+        fake_now += 1;
+        hs_correlator_tick(f.c);
+        assert_int_equal(hs_correlator_parked(f.c), 0);
+        assert_int_equal(metric(&f, "correlator_extended_waits_total", ",outcome=\"capped\""),
+                         i == 0 ? 1 : 0);
+        teardown(&f);
+    }
+}
+
+/* Every 60 s Node sends its heap and its wall profile: the span waits for both, although both
+ * types last came longer than max_wait ago, so that the heap does not release it alone. */
+static void test_steady_state_waits_for_every_type(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    const struct mstack heap[] = {{{"./app.js:(anonymous:L#1:C#1):1"}, {10, 4096}, NULL}};
+    const struct mstack idle[] = {{{":(idle):0"}, {300, 3000000000, 0}, NULL}};
+    uint64_t t = fake_now;
+    assert_int_equal(
+        send_profiles(&f, NULL, mkprofile_cols("shop-js", -60, 0, heap_cols, 2, heap, 1)), 0);
+    assert_int_equal(
+        send_profiles(&f, NULL, mkprofile_cols("shop-js", -60, 0, node_cols, 3, idle, 1)), 0);
+    fake_now = t + 10000;
+    Span *sp = mkspan("POST /login", 25, S(8), MS(600));
+    consume(&f, "shop-js", sp);
+    fake_now = t + 60000;
+    assert_int_equal(
+        send_profiles(&f, NULL, mkprofile_cols("shop-js", 0, 60, heap_cols, 2, heap, 1)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 1); /* the wall profile is still to come */
+    const struct mstack st[] = {{{"./app.js:handle:9", "./app.js:verifyPassword:56"},
+                                 {60, 600000000, 590000000},
+                                 sp->span_id.data}};
+    fake_now += 50;
+    assert_int_equal(send_profiles(&f, NULL, mkprofile_cols("shop-js", 0, 60, node_cols, 3, st, 1)),
+                     0);
+    Span *o = out_span(&f, "POST /login", NULL);
+    assert_non_null(o);
+    assert_string_equal(astr(o, "profile.match"), "span");
+    assert_string_equal(astr(o, "profile.type"), NODE_CPU_ID);
+    teardown(&f);
+}
+
 /* ---- every type, exact first ------------------------------------------------------------ */
 
 /* Node: the span's own samples are in the wall column only (it never ran on CPU), another
@@ -209,8 +345,10 @@ static void test_exact_match_in_wall_when_cpu_has_none(void **state)
     assert_string_equal(astr(o, "pyroscope.profile.id"), "6768696a6b6c6d6e");
     assert_string_equal(alist(o, "profile.top_functions"), "./app.js:waitForDisk:44 100%");
     assert_true(attr(o, "profile.cpu_share")->double_value == 0.0);
-    /* the match is the wall profile already: no second, off-CPU explanation */
-    assert_null(attr(o, "profile.offcpu.type"));
+    /* it waited: profile.offcpu.* says where, whichever type matched first (here the same) */
+    assert_string_equal(astr(o, "profile.offcpu.type"), WALL_ID);
+    assert_string_equal(astr(o, "profile.offcpu.match"), "span");
+    assert_string_equal(alist(o, "profile.offcpu.top_functions"), "./app.js:waitForDisk:44 100%");
     teardown(&f);
 }
 
@@ -235,6 +373,104 @@ static void test_exact_match_in_goroutine_profile(void **state)
     assert_string_equal(astr(o, "profile.hot_path"),
                         HANDLE " > main.(*Queue).wait > runtime.gopark");
     assert_null(attr(o, "profile.cpu_share")); /* the CPU profile labels no span */
+    /* matched in a profile of waiting: it waited, and profile.offcpu.* says where */
+    assert_string_equal(astr(o, "profile.offcpu.type"), GOROUTINES_ID);
+    assert_string_equal(astr(o, "profile.offcpu.match"), "span");
+    assert_string_equal(alist(o, "profile.offcpu.top_functions"),
+                        "main.(*Queue).wait 100% (in runtime)");
+    teardown(&f);
+}
+
+/* Go: a request blocked on a lock that a goroutine it started holds (sleeping); the goroutine
+ * profile caught both, labelled with the span (labels are inherited), and its CPU profile, which
+ * labels spans, has none of its samples. Every frame of a waiting stack holds the same count:
+ * the function nearest the leaf is named, not the handlers above it, and a library function
+ * (time.Sleep) is never listed in the application's place. */
+static void test_goroutine_wait_names_the_waiting_function(void **state)
+{
+    struct fx f;
+    setup(&f, "{top: 5}");
+    Span *sp = mkspan("GET /prices", 26, S(2), MS(600));
+    Span *other = mkspan("GET /report", 27, S(2), MS(600));
+    const struct mstack cpu[] = {{{HANDLE, "main.buildReport"}, {300000000}, other->span_id.data},
+                                 {{MAIN, "main.idle"}, {1000000000}, NULL}};
+    const struct mstack gor[] = {
+        {{"main.(*PriceCache).rebuild", "time.Sleep", "runtime.gopark"}, {1}, sp->span_id.data},
+        {{"net/http.(*conn).serve", "main.(*app).serve", "runtime/pprof.Do",
+          "main.(*app).serve.func1", "main.(*app).handlePrices.func1", "main.(*PriceCache).lookup",
+          "main.(*PriceCache).Get", "sync.(*Mutex).Lock", "sync.runtime_SemacquireMutex",
+          "runtime.gopark"},
+         {1},
+         sp->span_id.data},
+        {{MAIN, "main.idle"}, {5}, NULL},
+    };
+    assert_int_equal(send_cols(&f, "shop", cpu_cols, 1, cpu, 2), 0);
+    assert_int_equal(send_cols(&f, "shop", goroutine_cols, 1, gor, 3), 0);
+    consume(&f, "shop", sp);
+    Span *o = out_span(&f, "GET /prices", NULL);
+    assert_string_equal(astr(o, "profile.match"), "span");
+    assert_string_equal(astr(o, "profile.type"), GOROUTINES_ID);
+    const char *want = "main.(*PriceCache).Get 50% (in sync) | "
+                       "main.(*PriceCache).rebuild 50% (in time)";
+    assert_string_equal(alist(o, "profile.top_functions"), want);
+    assert_true(attr(o, "profile.cpu_share")->double_value == 0.0);
+    /* the match is a profile of waiting: profile.offcpu.* says the same */
+    assert_string_equal(astr(o, "profile.offcpu.type"), GOROUTINES_ID);
+    assert_string_equal(astr(o, "profile.offcpu.match"), "span");
+    assert_string_equal(alist(o, "profile.offcpu.top_functions"), want);
+    teardown(&f);
+}
+
+/* A wall profile without CPU time (@pyroscope/nodejs without collectCpuTime) holds CPU time
+ * too: its match is ranked as a CPU one (callers with their callees), and alone it does not say
+ * that the span waited. */
+static void test_wall_only_profile_ranks_like_cpu(void **state)
+{
+    static const struct pcol wall_cols[] = {{"wall", "nanoseconds", WALL_ID}};
+    struct fx f;
+    setup(&f, "{}");
+    Span *sp = mkspan("UserRepository.findByEmail", 29, S(2), MS(600));
+    const struct mstack st[] = {
+        {{"./app.js:handle:9", "./app.js:findByEmail:70", "./app.js:loadPreferences:60",
+          "./app.js:spin:47"},
+         {540000000},
+         sp->span_id.data},
+        {{"./app.js:handle:9", "./app.js:findByEmail:70", "./app.js:loadUsers:55",
+          "./app.js:spin:47"},
+         {60000000},
+         sp->span_id.data},
+    };
+    assert_int_equal(send_cols(&f, "users-js", wall_cols, 1, st, 2), 0);
+    consume(&f, "users-js", sp);
+    Span *o = out_span(&f, "UserRepository.findByEmail", NULL);
+    assert_string_equal(astr(o, "profile.type"), WALL_ID);
+    assert_string_equal(alist(o, "profile.top_functions"),
+                        "./app.js:spin:47 100% | ./app.js:loadPreferences:60 90% | "
+                        "./app.js:loadUsers:55 10%");
+    assert_null(attr(o, "profile.cpu_share"));
+    assert_null(attr(o, "profile.offcpu.type"));
+    teardown(&f);
+}
+
+/* The trunk's deepest frame stays listed when recursion put it higher in the trunk too: a
+ * report renders sections recursively (renderSection > renderSection > scoreRow). */
+static void test_trunk_keeps_a_recursive_frame(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    Span *sp = mkspan("GET /report", 28, S(2), MS(600));
+#define RS "main.renderSection"
+    const struct mstack st[] = {
+        {{HANDLE, "main.buildReport", RS, "main.scoreRow"}, {5000000}, sp->span_id.data},
+        {{HANDLE, "main.buildReport", RS, RS, "main.scoreRow"}, {57000000}, sp->span_id.data},
+        {{HANDLE, "main.buildReport", RS, RS, "main.formatRow"}, {38000000}, sp->span_id.data},
+    };
+#undef RS
+    assert_int_equal(send_cols(&f, "shop", cpu_cols, 1, st, 3), 0);
+    consume(&f, "shop", sp);
+    Span *o = out_span(&f, "GET /report", NULL);
+    assert_string_equal(alist(o, "profile.top_functions"),
+                        "main.renderSection 100% | main.scoreRow 62% | main.formatRow 38%");
     teardown(&f);
 }
 
@@ -415,7 +651,9 @@ static void test_offcpu_mutex(void **state)
 }
 
 /* Go: a root span blocked on a lock has no CPU samples of its own, while other spans' are
- * labelled: its CPU window match explains nothing, the mutex window does. */
+ * labelled and cover it: it was off CPU (cpu_share 0), and what other requests burned in the
+ * window is not its explanation: the mutex window is, as its match and off CPU. A child span,
+ * whose samples carry its root's id, keeps the CPU window (a guess) beside the mutex one. */
 static void test_offcpu_span_without_cpu_samples(void **state)
 {
     struct fx f;
@@ -431,11 +669,50 @@ static void test_offcpu_span_without_cpu_samples(void **state)
     consume(&f, "shop", sp);
     Span *o = out_span(&f, "GET /prices", NULL);
     assert_string_equal(astr(o, "profile.match"), "window");
-    assert_null(attr(o, "profile.cpu_share")); /* a child span's samples carry its root's id */
+    assert_string_equal(astr(o, "profile.type"), MUTEX_ID);
+    assert_string_equal(alist(o, "profile.top_functions"),
+                        "main.(*PriceCache).rebuild 100% (in sync)");
+    assert_true(attr(o, "profile.cpu_share")->double_value == 0.0);
     assert_string_equal(astr(o, "profile.offcpu.type"), MUTEX_ID);
     assert_string_equal(astr(o, "profile.offcpu.match"), "window");
     assert_string_equal(alist(o, "profile.offcpu.top_functions"),
                         "main.(*PriceCache).rebuild 100% (in sync)");
+    /* under a remote parent, pyroscope.profile.id (otel-profiling-go) says its id labels */
+    Span *remote = mkspan("GET /prices?remote", 19, S(3), MS(600));
+    child_of(remote, other);
+    set_attr(remote, "pyroscope.profile.id", "7778797A7B7C7D7E"); /* either case */
+    consume(&f, "shop", remote);
+    o = out_span(&f, "GET /prices?remote", NULL);
+    assert_string_equal(astr(o, "profile.type"), MUTEX_ID);
+    assert_true(attr(o, "profile.cpu_share")->double_value == 0.0);
+    /* another id there does not say so */
+    Span *other_id = mkspan("GET /prices?other", 21, S(3), MS(600));
+    child_of(other_id, other);
+    set_attr(other_id, "pyroscope.profile.id", "7778797a7b7c7d7e");
+    consume(&f, "shop", other_id);
+    assert_string_equal(astr(out_span(&f, "GET /prices?other", NULL), "profile.type"), CPU_ID);
+    /* a child: its CPU is in its root's samples; its CPU window is a guess, said as one */
+    Span *child = mkspan("PriceCache.Get", 20, S(2), MS(500));
+    child_of(child, other);
+    consume(&f, "shop", child);
+    o = out_span(&f, "PriceCache.Get", NULL);
+    assert_string_equal(astr(o, "profile.match"), "window");
+    assert_string_equal(astr(o, "profile.type"), CPU_ID);
+    assert_null(attr(o, "profile.cpu_share"));
+    assert_string_equal(astr(o, "profile.offcpu.type"), MUTEX_ID);
+    teardown(&f);
+    /* nothing of waiting covers it: none, rather than other spans' functions */
+    setup(&f, "{}");
+    sp = mkspan("GET /prices", 17, S(2), MS(600));
+    other = mkspan("GET /report", 18, S(2), MS(600));
+    const struct mstack cpu2[] = {{{HANDLE, "main.buildReport"}, {300000000}, other->span_id.data}};
+    assert_int_equal(send_cols(&f, "shop", cpu_cols, 1, cpu2, 1), 0);
+    consume(&f, "shop", sp);
+    o = out_span(&f, "GET /prices", NULL);
+    assert_string_equal(astr(o, "profile.match"), "none");
+    assert_string_equal(astr(o, "profile.match_reason"), "no_samples_of_span");
+    assert_true(attr(o, "profile.cpu_share")->double_value == 0.0);
+    assert_null(attr(o, "profile.top_functions"));
     teardown(&f);
 }
 
@@ -505,6 +782,37 @@ static void test_offcpu_node_wall(void **state)
     teardown(&f);
 }
 
+/* A client's broken delta profile (a stack counted twice by its key: a negative delay) counts
+ * as no samples there: shares stay within 100%, and the index and the matching scratch stay
+ * sound for what comes after (an ASan build reads out of bounds otherwise). */
+static void test_negative_values_count_as_none(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    const struct mstack cpu[] = {{{MAIN, "main.idle"}, {100000000}, NULL}};
+    const struct mstack mtx[] = {
+        {{MAIN, "main.(*PriceCache).rebuild", "sync.(*Mutex).Unlock"}, {1, 400000000}, NULL},
+        {{MAIN, "main.(*Report).deep", "sync.(*Mutex).Unlock"}, {-1, -300000000}, NULL},
+    };
+    assert_int_equal(send_cols(&f, "shop", cpu_cols, 1, cpu, 1), 0);
+    assert_int_equal(send_cols(&f, "shop", mutex_cols, 2, mtx, 2), 0);
+    const char *want[] = {"main.(*PriceCache).rebuild 100% (in sync)",
+                          "main.(*PriceCache).rebuild 50% (in sync) | "
+                          "main.(*Report).deep 50% (in sync)"};
+    for (int i = 0; i < 2; i++) {
+        Span *sp = mkspan(i ? "GET /b" : "GET /a", (uint8_t)(30 + i), S(2), MS(600));
+        consume(&f, "shop", sp);
+        Span *o = out_span(&f, i ? "GET /b" : "GET /a", NULL);
+        assert_string_equal(astr(o, "profile.offcpu.type"), MUTEX_ID);
+        assert_string_equal(alist(o, "profile.offcpu.top_functions"), want[i]);
+        /* the function given a negative value comes again, with a positive one */
+        const struct mstack again[] = {
+            {{MAIN, "main.(*Report).deep", "sync.(*Mutex).Unlock"}, {1, 400000000}, NULL}};
+        assert_int_equal(send_cols(&f, "shop", mutex_cols, 2, again, 1), 0);
+    }
+    teardown(&f);
+}
+
 /* ---- names ------------------------------------------------------------------------------ */
 
 /* Attributes carry names as the profiler wrote them; /ui shortens them, but not two functions
@@ -538,8 +846,14 @@ int main(void)
         cmocka_unit_test(test_cold_start_waits_for_the_first_profile),
         cmocka_unit_test(test_cold_start_gives_up_on_a_service_without_profiles),
         cmocka_unit_test(test_cold_start_at_the_services_bound),
+        cmocka_unit_test(test_cold_start_settles_for_the_uploads_types),
+        cmocka_unit_test(test_waits_for_the_next_upload_of_a_slow_uploader),
+        cmocka_unit_test(test_steady_state_waits_for_every_type),
         cmocka_unit_test(test_exact_match_in_wall_when_cpu_has_none),
         cmocka_unit_test(test_exact_match_in_goroutine_profile),
+        cmocka_unit_test(test_goroutine_wait_names_the_waiting_function),
+        cmocka_unit_test(test_trunk_keeps_a_recursive_frame),
+        cmocka_unit_test(test_wall_only_profile_ranks_like_cpu),
         cmocka_unit_test(test_shares_come_from_all_samples),
         cmocka_unit_test(test_library_frames_summarised_under_their_caller),
         cmocka_unit_test(test_library_frames_config),
@@ -547,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_offcpu_span_without_cpu_samples),
         cmocka_unit_test(test_release_waits_for_every_type),
         cmocka_unit_test(test_offcpu_node_wall),
+        cmocka_unit_test(test_negative_values_count_as_none),
         cmocka_unit_test(test_full_names_and_unambiguous_display),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,16 +79,28 @@ func (d *lockDelta) profile(now time.Time) []byte {
 			scale = 1
 		}
 	}
-	b := newBuilder()
+	// records whose stacks are deeper than Stack0 holds share a key: summed first, so that a
+	// delta is never one record's count minus another's
+	cur := map[[32]uintptr]countCycles{}
+	var keys [][32]uintptr
 	for _, r := range lockRecords(d.mutex) {
-		p := d.prev[r.StackRecord.Stack0]
-		dc, dy := r.Count-p.count, r.Cycles-p.cycles
-		d.prev[r.StackRecord.Stack0] = countCycles{r.Count, r.Cycles}
-		if dc <= 0 && dy <= 0 {
+		c, seen := cur[r.StackRecord.Stack0]
+		if !seen {
+			keys = append(keys, r.StackRecord.Stack0)
+		}
+		cur[r.StackRecord.Stack0] = countCycles{c.count + r.Count, c.cycles + r.Cycles}
+	}
+	b := newBuilder()
+	for i := range keys {
+		k := &keys[i]
+		c, p := cur[*k], d.prev[*k]
+		dc, dy := c.count-p.count, c.cycles-p.cycles
+		d.prev[*k] = c
+		if dc < 0 || dy < 0 || (dc == 0 && dy == 0) {
 			continue
 		}
 		ns := int64(float64(dy) / cyclesPerSecond * 1e9)
-		b.add(stackOf(&r.StackRecord.Stack0), []int64{dc * scale, ns * scale})
+		b.add(stackOf(k), []int64{dc * scale, ns * scale})
 	}
 	return b.encode([][2]string{{"contentions", "count"}, {"delay", "nanoseconds"}},
 		[2]string{"contentions", "count"}, 1, now.UnixNano(), 0)
@@ -129,17 +141,33 @@ func (h *heapDelta) profile(now time.Time) []byte {
 		n = m
 	}
 	rate := int64(runtime.MemProfileRate)
-	b := newBuilder()
+	// records sharing a key (stacks deeper than Stack0) are summed first, as for the locks
+	type heapRec struct{ allocObjects, allocBytes, inuseObjects, inuseBytes int64 }
+	cur := map[[32]uintptr]heapRec{}
+	var keys [][32]uintptr
 	for i := range recs {
 		r := &recs[i]
-		p := h.prev[r.Stack0]
-		h.prev[r.Stack0] = [2]int64{r.AllocObjects, r.AllocBytes}
-		ao, ab := scaleHeapSample(r.AllocObjects-p[0], r.AllocBytes-p[1], rate)
-		io, ib := scaleHeapSample(r.InUseObjects(), r.InUseBytes(), rate)
+		c, seen := cur[r.Stack0]
+		if !seen {
+			keys = append(keys, r.Stack0)
+		}
+		cur[r.Stack0] = heapRec{c.allocObjects + r.AllocObjects, c.allocBytes + r.AllocBytes,
+			c.inuseObjects + r.InUseObjects(), c.inuseBytes + r.InUseBytes()}
+	}
+	b := newBuilder()
+	for i := range keys {
+		k := &keys[i]
+		c, p := cur[*k], h.prev[*k]
+		h.prev[*k] = [2]int64{c.allocObjects, c.allocBytes}
+		ao, ab := scaleHeapSample(c.allocObjects-p[0], c.allocBytes-p[1], rate)
+		io, ib := scaleHeapSample(c.inuseObjects, c.inuseBytes, rate)
+		if ao < 0 || ab < 0 {
+			ao, ab = 0, 0
+		}
 		if ao == 0 && ab == 0 && io == 0 && ib == 0 {
 			continue
 		}
-		b.add(stackOf(&r.Stack0), []int64{ao, ab, io, ib})
+		b.add(stackOf(k), []int64{ao, ab, io, ib})
 	}
 	return b.encode([][2]string{{"alloc_objects", "count"}, {"alloc_space", "bytes"},
 		{"inuse_objects", "count"}, {"inuse_space", "bytes"}},
