@@ -145,7 +145,8 @@ static void demo_banner(const struct hs_demo_targets *t, uint64_t seed)
            "  traces    api-server GET /users/:id -> user-db UserRepository.findByEmail, to %s\n"
            "            every few seconds an N+1 request: findByEmail ~600 ms, 30-60 "
            "preference queries\n"
-           "  profiles  CPU (pprof) of both services every 1-2 s, to %s\n",
+           "  profiles  CPU (pprof) of both services and api-server's goroutines every 1-2 s, "
+           "to %s\n",
            t->traces_url, t->ingest_url);
     if (t->admin[0]) {
         char host[256];

@@ -1,5 +1,6 @@
 /* demo.c: `hotspan demo`'s generator on the loop: reads where this hotspan listens from its
- * config, then sends requests (OTLP/HTTP) and CPU profiles (Pyroscope /ingest) to itself. */
+ * config, then sends requests (OTLP/HTTP) and CPU and goroutine profiles (Pyroscope /ingest)
+ * to itself. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,20 @@ static void send_request(struct hs_demo *d, bool nplus1)
     post(d, d->t.traces_url, "Content-Type: application/x-protobuf", &body, "traces");
 }
 
+/* api-server's goroutine profile of the same window, as pyroscope-go uploads it: what its
+ * requests waited on, which their CPU samples cannot say. */
+static void send_goroutines(struct hs_demo *d, int64_t from_ns, int64_t until_ns)
+{
+    struct hs_demo_upload up;
+    if (hs_demo_goroutines_upload(&d->model, from_ns, until_ns, &up) != 0)
+        return;
+    char url[sizeof(d->t.ingest_url) + sizeof(up.query) + 1];
+    char ctype[sizeof(up.content_type) + 16];
+    snprintf(url, sizeof(url), "%s?%s", d->t.ingest_url, up.query);
+    snprintf(ctype, sizeof(ctype), "Content-Type: %s", up.content_type);
+    post(d, url, ctype, &up.body, "goroutine profile");
+}
+
 static void send_profile(struct hs_demo *d, enum hs_demo_service svc, int64_t until_ns)
 {
     int64_t from = d->from_ns[svc];
@@ -263,6 +278,8 @@ static void send_profile(struct hs_demo *d, enum hs_demo_service svc, int64_t un
              "&spyName=hotspan-demo&format=pprof",
              d->t.ingest_url, hs_demo_service_names[svc], from, until_ns);
     post(d, url, "Content-Type: application/octet-stream", &gz, "profile");
+    if (svc == HS_DEMO_API)
+        send_goroutines(d, from, until_ns);
 }
 
 static void on_request(uv_timer_t *t)

@@ -1,5 +1,6 @@
 /* demo.h: `hotspan demo`: a built-in generator that sends api-server -> user-db traces (with
- * occasional N+1 requests) and matching CPU profiles into this hotspan's own receivers. */
+ * occasional N+1 requests) and matching CPU and goroutine profiles into this hotspan's own
+ * receivers. */
 #ifndef HS_DEMO_H
 #define HS_DEMO_H
 
@@ -8,9 +9,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/buf.h"
 #include "core/errors.h"
-
-struct hs_buf;
 
 /* ---- where the traffic goes: read from the config the service runs (demo/demo.c) --------- */
 
@@ -75,6 +75,31 @@ extern const char *const hs_demo_service_names[2];
  * uncompressed to out (the caller gzips). Returns 0 or HS_ENOMEM. */
 int hs_demo_encode_profile(struct hs_demo_model *m, enum hs_demo_service svc, int64_t from_ns,
                            int64_t until_ns, struct hs_buf *out);
+
+/* api-server's goroutine profile (Go's: goroutine/count, period 1) for [from_ns, until_ns), its
+ * goroutines counted in a snapshot every 10 ms: the ones that outlive requests (main in Accept,
+ * two idle keep-alive connections to user-db) in every snapshot; each remembered request's
+ * goroutine in the snapshots during its span, labelled span_id=<api span> as the pprof labels
+ * the goroutine carries: running (api-server's CPU stacks) for the share of the span it is on
+ * CPU, otherwise parked in its call to user-db, getUser > UserClient.fetch >
+ * net/http.(*Client).Do > ... > runtime.selectgo > runtime.gopark. Uncompressed, appended to
+ * out. Returns 0 or HS_ENOMEM. */
+int hs_demo_encode_goroutines(struct hs_demo_model *m, int64_t from_ns, int64_t until_ns,
+                              struct hs_buf *out);
+
+/* One POST /ingest as an SDK sends it: the query (after '?'), the Content-Type and the body. */
+struct hs_demo_upload {
+    char query[320];
+    char content_type[128];
+    struct hs_buf body; /* the caller frees it */
+};
+
+/* The goroutine profile uploaded as pyroscope-go uploads its own (wire.md §5.5): multipart
+ * (part `profile`, the gzipped pprof; part `sample_type_config`, display name `goroutines`), no
+ * `format`, name=api-server{env=demo}, from/until in ns, sampleRate=0, units=goroutines,
+ * aggregationType=average. Returns 0 or HS_ENOMEM (then up->body is empty). */
+int hs_demo_goroutines_upload(struct hs_demo_model *m, int64_t from_ns, int64_t until_ns,
+                              struct hs_demo_upload *up);
 
 /* ---- the generator on the loop (demo/demo.c) ---------------------------------------------- */
 

@@ -1,12 +1,15 @@
 /* model.c: the demo's traffic, as pure functions of a seeded RNG and timestamps: requests
- * (api-server -> user-db, sometimes N+1), their OTLP encoding, and CPU profiles whose stacks
- * and span_id labels match the requests that ran in the profile's window. */
+ * (api-server -> user-db, sometimes N+1), their OTLP encoding, and CPU profiles (and
+ * api-server's goroutine profile) whose stacks and span_id labels match the requests that ran
+ * in the profile's window. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"
 #include "core/common.h"
+#include "core/compress.h"
 #include "demo/demo.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "perftools/profiles/profile.pb-c.h"
@@ -292,6 +295,34 @@ enum func {
     F_FETCH,
     F_READ,
     F_RENDER,
+    /* Go's standard library, where api-server's goroutines wait */
+    F_CLIENT_DO,
+    F_CLIENT_DO_,
+    F_CLIENT_SEND,
+    F_SEND,
+    F_ROUNDTRIP,
+    F_ROUNDTRIP_,
+    F_PC_ROUNDTRIP,
+    F_PC_READLOOP,
+    F_PC_WRITELOOP,
+    F_PC_READ,
+    F_PEEK,
+    F_FILL,
+    F_CONN_READ,
+    F_NETFD_READ,
+    F_FD_READ,
+    F_LISTEN,
+    F_SRV_SERVE,
+    F_ACCEPT,
+    F_ACCEPT_,
+    F_NETFD_ACCEPT,
+    F_FD_ACCEPT,
+    F_WAIT_READ,
+    F_PD_WAIT,
+    F_POLL_WAIT,
+    F_NETPOLLBLOCK,
+    F_SELECTGO,
+    F_GOPARK,
     F_COUNT
 };
 
@@ -314,12 +345,40 @@ static const struct {
     [F_FETCH] = {"UserClient.fetch", "clients/user_client.go"},
     [F_READ] = {"Socket.read", "net/socket.go"},
     [F_RENDER] = {"Template.render", "web/template.go"},
+    /* as runtime/pprof names them, files as -trimpath writes them (Go 1.19) */
+    [F_CLIENT_DO] = {"net/http.(*Client).Do", "net/http/client.go"},
+    [F_CLIENT_DO_] = {"net/http.(*Client).do", "net/http/client.go"},
+    [F_CLIENT_SEND] = {"net/http.(*Client).send", "net/http/client.go"},
+    [F_SEND] = {"net/http.send", "net/http/client.go"},
+    [F_ROUNDTRIP] = {"net/http.(*Transport).RoundTrip", "net/http/roundtrip.go"},
+    [F_ROUNDTRIP_] = {"net/http.(*Transport).roundTrip", "net/http/transport.go"},
+    [F_PC_ROUNDTRIP] = {"net/http.(*persistConn).roundTrip", "net/http/transport.go"},
+    [F_PC_READLOOP] = {"net/http.(*persistConn).readLoop", "net/http/transport.go"},
+    [F_PC_WRITELOOP] = {"net/http.(*persistConn).writeLoop", "net/http/transport.go"},
+    [F_PC_READ] = {"net/http.(*persistConn).Read", "net/http/transport.go"},
+    [F_PEEK] = {"bufio.(*Reader).Peek", "bufio/bufio.go"},
+    [F_FILL] = {"bufio.(*Reader).fill", "bufio/bufio.go"},
+    [F_CONN_READ] = {"net.(*conn).Read", "net/net.go"},
+    [F_NETFD_READ] = {"net.(*netFD).Read", "net/fd_posix.go"},
+    [F_FD_READ] = {"internal/poll.(*FD).Read", "internal/poll/fd_unix.go"},
+    [F_LISTEN] = {"net/http.(*Server).ListenAndServe", "net/http/server.go"},
+    [F_SRV_SERVE] = {"net/http.(*Server).Serve", "net/http/server.go"},
+    [F_ACCEPT] = {"net.(*TCPListener).Accept", "net/tcpsock.go"},
+    [F_ACCEPT_] = {"net.(*TCPListener).accept", "net/tcpsock_posix.go"},
+    [F_NETFD_ACCEPT] = {"net.(*netFD).accept", "net/fd_unix.go"},
+    [F_FD_ACCEPT] = {"internal/poll.(*FD).Accept", "internal/poll/fd_unix.go"},
+    [F_WAIT_READ] = {"internal/poll.(*pollDesc).waitRead", "internal/poll/fd_poll_runtime.go"},
+    [F_PD_WAIT] = {"internal/poll.(*pollDesc).wait", "internal/poll/fd_poll_runtime.go"},
+    [F_POLL_WAIT] = {"internal/poll.runtime_pollWait", "runtime/netpoll.go"}, /* go:linkname */
+    [F_NETPOLLBLOCK] = {"runtime.netpollblock", "runtime/netpoll.go"},
+    [F_SELECTGO] = {"runtime.selectgo", "runtime/select.go"},
+    [F_GOPARK] = {"runtime.gopark", "runtime/proc.go"},
 };
 
-#define MAX_DEPTH 6
+#define MAX_DEPTH 16
 
 struct stack {
-    uint8_t weight; /* % of the mix */
+    uint8_t weight; /* % of the mix; in api_goroutines, how many goroutines */
     uint8_t depth;
     uint8_t f[MAX_DEPTH]; /* root first */
 };
@@ -347,16 +406,38 @@ static const struct stack db_idle[] = {
     {60, 2, {F_MAIN, F_POOL}},
     {40, 1, {F_GC}},
 };
-/* api-server while a request runs: mostly waiting on user-db (UserClient.fetch) */
+/* api-server while a request runs and is on CPU (its CPU samples; its goroutine when caught
+ * running) */
 static const struct stack api_req[] = {
     {45, 5, {F_SERVE, F_ROUTER, F_GETUSER, F_FETCH, F_READ}},
     {25, 4, {F_SERVE, F_ROUTER, F_GETUSER, F_MARSHAL}},
     {15, 4, {F_SERVE, F_ROUTER, F_GETUSER, F_RENDER}},
     {15, 3, {F_SERVE, F_ROUTER, F_GETUSER}},
 };
+/* api-server's request goroutine the rest of the time: parked in its HTTP call to user-db,
+ * the Transport waiting in a select for the connection's readLoop to bring the response */
+static const struct stack api_wait[] = {
+    {100,
+     13,
+     {F_SERVE, F_ROUTER, F_GETUSER, F_FETCH, F_CLIENT_DO, F_CLIENT_DO_, F_CLIENT_SEND, F_SEND,
+      F_ROUNDTRIP, F_ROUNDTRIP_, F_PC_ROUNDTRIP, F_SELECTGO, F_GOPARK}},
+};
 static const struct stack api_idle[] = {
     {50, 2, {F_MAIN, F_SERVE}},
     {50, 1, {F_GC}},
+};
+/* api-server's goroutines that outlive requests: main in Accept, and the read and write loops
+ * of two idle keep-alive connections to user-db (net/http keeps 2 per host) */
+static const struct stack api_goroutines[] = {
+    {1,
+     12,
+     {F_MAIN, F_LISTEN, F_SRV_SERVE, F_ACCEPT, F_ACCEPT_, F_NETFD_ACCEPT, F_FD_ACCEPT, F_WAIT_READ,
+      F_PD_WAIT, F_POLL_WAIT, F_NETPOLLBLOCK, F_GOPARK}},
+    {2,
+     12,
+     {F_PC_READLOOP, F_PEEK, F_FILL, F_PC_READ, F_CONN_READ, F_NETFD_READ, F_FD_READ, F_WAIT_READ,
+      F_PD_WAIT, F_POLL_WAIT, F_NETPOLLBLOCK, F_GOPARK}},
+    {2, 3, {F_PC_WRITELOOP, F_SELECTGO, F_GOPARK}},
 };
 
 struct mix {
@@ -365,7 +446,8 @@ struct mix {
 };
 #define MIX(a) ((struct mix){(a), HS_ARRAY_SIZE(a)})
 
-#define MAX_CELLS 256
+/* 64 requests x 7 stacks, plus the background, fit */
+#define MAX_CELLS 512
 
 /* Samples aggregated by (stack, request): the pprof Sample messages to be. */
 struct cells {
@@ -377,35 +459,36 @@ struct cells {
     uint32_t n;
 };
 
-static void cells_add(struct cells *cs, const struct stack *st, int req)
+static void cells_add(struct cells *cs, const struct stack *st, int req, int64_t count)
 {
     for (uint32_t i = 0; i < cs->n; i++)
         if (cs->c[i].st == st && cs->c[i].req == req) {
-            cs->c[i].count++;
+            cs->c[i].count += count;
             return;
         }
     if (cs->n == MAX_CELLS)
-        return; /* bounded: 64 requests x 7 stacks never gets here in practice */
+        return; /* bounded, and sized so that it is never reached */
     cs->c[cs->n].st = st;
     cs->c[cs->n].req = req;
-    cs->c[cs->n++].count = 1;
+    cs->c[cs->n++].count = count;
 }
 
-/* CPU time `cpu_ns` of a mix as samples of PERIOD_NS (the remainder rounded at random). */
+/* Time `ns` of a mix as samples every PERIOD_NS (the remainder rounded at random), each of a
+ * stack drawn by the mix's weights. */
 static void sample_mix(struct hs_demo_model *m, struct cells *cs, struct mix mx, int req,
-                       int64_t cpu_ns)
+                       int64_t ns)
 {
-    if (cpu_ns <= 0)
+    if (ns <= 0)
         return;
-    int64_t n = cpu_ns / PERIOD_NS;
-    if ((int64_t)hs_demo_rand(m, 0, PERIOD_NS - 1) < cpu_ns % PERIOD_NS)
+    int64_t n = ns / PERIOD_NS;
+    if ((int64_t)hs_demo_rand(m, 0, PERIOD_NS - 1) < ns % PERIOD_NS)
         n++;
     for (int64_t i = 0; i < n; i++) {
         uint64_t pick = hs_demo_rand(m, 0, 99), acc = 0;
         uint32_t k = 0;
         while (k + 1 < mx.n && pick >= acc + mx.s[k].weight)
             acc += mx.s[k++].weight;
-        cells_add(cs, &mx.s[k], req);
+        cells_add(cs, &mx.s[k], req, 1);
     }
 }
 
@@ -419,111 +502,159 @@ static void hex16(const uint8_t id[8], char out[17])
     out[16] = '\0';
 }
 
-static int pack_profile(const struct cells *cs, const struct hs_demo_model *m,
-                        enum hs_demo_service svc, int64_t from_ns, int64_t until_ns,
-                        struct hs_buf *out)
-{
-    /* strings: "", 4 type names, "span_id", names and files of every function, span ids */
-    enum { S_EMPTY, S_SAMPLES, S_COUNT, S_CPU, S_NS, S_SPAN_ID, S_FUNCS };
-    char spans[HS_DEMO_RECENT][17];
-    char *strs[S_FUNCS + 2 * F_COUNT + HS_DEMO_RECENT];
-    size_t nstr = 0;
-    static const char *const fixed[] = {"", "samples", "count", "cpu", "nanoseconds", "span_id"};
-    for (size_t i = 0; i < HS_ARRAY_SIZE(fixed); i++)
-        strs[nstr++] = (char *)fixed[i];
-    for (int f = 0; f < F_COUNT; f++) {
-        strs[nstr++] = (char *)funcs[f].name;
-        strs[nstr++] = (char *)funcs[f].file;
-    }
-    int64_t span_str[HS_DEMO_RECENT];
-    for (uint32_t i = 0; i < HS_DEMO_RECENT; i++)
-        span_str[i] = -1;
+/* What a profile's values are, as Go's runtime/pprof writes them: a CPU profile's
+ * samples/count and cpu/nanoseconds (a sample every 10 ms on CPU), a goroutine profile's
+ * goroutine/count (period 1 goroutine). A cell's values: its count, then count x period. */
+struct ptype {
+    const char *type[2], *unit[2];
+    uint32_t ntypes;
+    const char *period_type, *period_unit;
+    int64_t period;
+};
 
+static const struct ptype PT_CPU = {
+    {"samples", "cpu"}, {"count", "nanoseconds"}, 2, "cpu", "nanoseconds", PERIOD_NS};
+static const struct ptype PT_GOROUTINE = {{"goroutine"}, {"count"}, 1, "goroutine", "count", 1};
+
+/* A profile's string table: each string once, "" first. */
+struct strtab {
+    char *s[8 + 2 * F_COUNT + HS_DEMO_RECENT];
+    size_t n;
+};
+
+static int64_t intern(struct strtab *t, const char *s)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->s[i], s) == 0)
+            return (int64_t)i;
+    if (t->n == HS_ARRAY_SIZE(t->s))
+        abort(); /* sized for every string a profile can hold */
+    t->s[t->n] = (char *)s;
+    return (int64_t)t->n++;
+}
+
+/* Every function with one location of its own (no inlining), ids f + 1. */
+struct functab {
     Perftools__Profiles__Function fn[F_COUNT], *fnp[F_COUNT];
     Perftools__Profiles__Line line[F_COUNT], *linep[F_COUNT];
     Perftools__Profiles__Location loc[F_COUNT], *locp[F_COUNT];
-    for (int f = 0; f < F_COUNT; f++) {
-        perftools__profiles__function__init(&fn[f]);
-        fn[f].id = (uint64_t)f + 1;
-        fn[f].name = fn[f].system_name = S_FUNCS + 2 * f;
-        fn[f].filename = S_FUNCS + 2 * f + 1;
-        fnp[f] = &fn[f];
-        perftools__profiles__line__init(&line[f]);
-        line[f].function_id = (uint64_t)f + 1;
-        line[f].line = 10 + 7 * f;
-        linep[f] = &line[f];
-        perftools__profiles__location__init(&loc[f]); /* one location per function: no inlining */
-        loc[f].id = (uint64_t)f + 1;
-        loc[f].address = 0x401000 + 0x40 * (uint64_t)f;
-        loc[f].line = &linep[f];
-        loc[f].n_line = 1;
-        locp[f] = &loc[f];
-    }
+};
 
-    Perftools__Profiles__Sample *smp = hs_xcalloc(HS_MAX(cs->n, 1), sizeof(*smp));
-    Perftools__Profiles__Sample **smpp = hs_xcalloc(HS_MAX(cs->n, 1), sizeof(*smpp));
-    uint64_t(*locs)[MAX_DEPTH] = hs_xcalloc(HS_MAX(cs->n, 1), sizeof(*locs));
-    int64_t(*vals)[2] = hs_xcalloc(HS_MAX(cs->n, 1), sizeof(*vals));
-    Perftools__Profiles__Label *lab = hs_xcalloc(HS_MAX(cs->n, 1), sizeof(*lab));
-    Perftools__Profiles__Label **labp = hs_xcalloc(HS_MAX(cs->n, 1), sizeof(*labp));
+static void functab_init(struct functab *ft, struct strtab *st)
+{
+    for (int f = 0; f < F_COUNT; f++) {
+        perftools__profiles__function__init(&ft->fn[f]);
+        ft->fn[f].id = (uint64_t)f + 1;
+        ft->fn[f].name = ft->fn[f].system_name = intern(st, funcs[f].name);
+        ft->fn[f].filename = intern(st, funcs[f].file);
+        ft->fnp[f] = &ft->fn[f];
+        perftools__profiles__line__init(&ft->line[f]);
+        ft->line[f].function_id = (uint64_t)f + 1;
+        ft->line[f].line = 10 + 7 * f;
+        ft->linep[f] = &ft->line[f];
+        perftools__profiles__location__init(&ft->loc[f]);
+        ft->loc[f].id = (uint64_t)f + 1;
+        ft->loc[f].address = 0x401000 + 0x40 * (uint64_t)f;
+        ft->loc[f].line = &ft->linep[f];
+        ft->loc[f].n_line = 1;
+        ft->locp[f] = &ft->loc[f];
+    }
+}
+
+/* The Sample messages of the cells, labelled span_id=<the request's span of svc>; the arrays
+ * they point into are freed by samples_free. */
+struct samples {
+    Perftools__Profiles__Sample *smp, **smpp;
+    uint64_t (*locs)[MAX_DEPTH];
+    int64_t (*vals)[2];
+    Perftools__Profiles__Label *lab, **labp;
+    char spans[HS_DEMO_RECENT][17];
+};
+
+static void samples_build(struct samples *ss, const struct cells *cs, const struct hs_demo_model *m,
+                          enum hs_demo_service svc, const struct ptype *pt, struct strtab *st)
+{
+    size_t n = HS_MAX(cs->n, 1);
+    ss->smp = hs_xcalloc(n, sizeof(*ss->smp));
+    ss->smpp = hs_xcalloc(n, sizeof(*ss->smpp));
+    ss->locs = hs_xcalloc(n, sizeof(*ss->locs));
+    ss->vals = hs_xcalloc(n, sizeof(*ss->vals));
+    ss->lab = hs_xcalloc(n, sizeof(*ss->lab));
+    ss->labp = hs_xcalloc(n, sizeof(*ss->labp));
     for (uint32_t i = 0; i < cs->n; i++) {
-        const struct stack *st = cs->c[i].st;
-        perftools__profiles__sample__init(&smp[i]);
-        for (uint32_t d = 0; d < st->depth; d++) /* pprof stores the leaf first */
-            locs[i][d] = (uint64_t)st->f[st->depth - 1 - d] + 1;
-        smp[i].location_id = locs[i];
-        smp[i].n_location_id = st->depth;
-        vals[i][0] = cs->c[i].count;
-        vals[i][1] = cs->c[i].count * PERIOD_NS;
-        smp[i].value = vals[i];
-        smp[i].n_value = 2;
+        const struct stack *stk = cs->c[i].st;
+        Perftools__Profiles__Sample *s = &ss->smp[i];
+        perftools__profiles__sample__init(s);
+        for (uint32_t d = 0; d < stk->depth; d++) /* pprof stores the leaf first */
+            ss->locs[i][d] = (uint64_t)stk->f[stk->depth - 1 - d] + 1;
+        s->location_id = ss->locs[i];
+        s->n_location_id = stk->depth;
+        ss->vals[i][0] = cs->c[i].count;
+        ss->vals[i][1] = cs->c[i].count * pt->period;
+        s->value = ss->vals[i];
+        s->n_value = pt->ntypes;
         int req = cs->c[i].req;
         if (req >= 0) {
-            if (span_str[req] < 0) {
-                const struct hs_demo_request *r = &m->recent[req];
-                hex16(svc == HS_DEMO_API ? r->api_span : r->db_span, spans[req]);
-                span_str[req] = (int64_t)nstr;
-                strs[nstr++] = spans[req];
-            }
-            perftools__profiles__label__init(&lab[i]);
-            lab[i].key = S_SPAN_ID;
-            lab[i].str = span_str[req];
-            labp[i] = &lab[i];
-            smp[i].label = &labp[i];
-            smp[i].n_label = 1;
+            const struct hs_demo_request *r = &m->recent[req];
+            hex16(svc == HS_DEMO_API ? r->api_span : r->db_span, ss->spans[req]);
+            perftools__profiles__label__init(&ss->lab[i]);
+            ss->lab[i].key = intern(st, "span_id");
+            ss->lab[i].str = intern(st, ss->spans[req]);
+            ss->labp[i] = &ss->lab[i];
+            s->label = &ss->labp[i];
+            s->n_label = 1;
         }
-        smpp[i] = &smp[i];
+        ss->smpp[i] = s;
     }
+}
 
+static void samples_free(struct samples *ss)
+{
+    free(ss->labp);
+    free(ss->lab);
+    free(ss->vals);
+    free(ss->locs);
+    free(ss->smpp);
+    free(ss->smp);
+}
+
+static int pack_profile(const struct cells *cs, const struct hs_demo_model *m,
+                        enum hs_demo_service svc, const struct ptype *pt, int64_t from_ns,
+                        int64_t until_ns, struct hs_buf *out)
+{
+    struct strtab st = {.n = 0};
+    intern(&st, "");
     Perftools__Profiles__ValueType types[2], *typesp[2], period;
-    perftools__profiles__value_type__init(&types[0]);
-    types[0].type = S_SAMPLES;
-    types[0].unit = S_COUNT;
-    perftools__profiles__value_type__init(&types[1]);
-    types[1].type = S_CPU;
-    types[1].unit = S_NS;
-    typesp[0] = &types[0];
-    typesp[1] = &types[1];
+    for (uint32_t k = 0; k < pt->ntypes; k++) {
+        perftools__profiles__value_type__init(&types[k]);
+        types[k].type = intern(&st, pt->type[k]);
+        types[k].unit = intern(&st, pt->unit[k]);
+        typesp[k] = &types[k];
+    }
     perftools__profiles__value_type__init(&period);
-    period.type = S_CPU;
-    period.unit = S_NS;
+    period.type = intern(&st, pt->period_type);
+    period.unit = intern(&st, pt->period_unit);
+    struct functab *ft = hs_xmalloc(sizeof(*ft));
+    functab_init(ft, &st);
+    struct samples *ss = hs_xcalloc(1, sizeof(*ss));
+    samples_build(ss, cs, m, svc, pt, &st);
 
     Perftools__Profiles__Profile p;
     perftools__profiles__profile__init(&p);
     p.sample_type = typesp;
-    p.n_sample_type = 2;
-    p.sample = smpp;
+    p.n_sample_type = pt->ntypes;
+    p.sample = ss->smpp;
     p.n_sample = cs->n;
-    p.location = locp;
+    p.location = ft->locp;
     p.n_location = F_COUNT;
-    p.function = fnp;
+    p.function = ft->fnp;
     p.n_function = F_COUNT;
-    p.string_table = strs;
-    p.n_string_table = nstr;
+    p.string_table = st.s;
+    p.n_string_table = st.n;
     p.time_nanos = from_ns;
     p.duration_nanos = until_ns - from_ns;
     p.period_type = &period;
-    p.period = PERIOD_NS;
+    p.period = pt->period;
 
     size_t n = perftools__profiles__profile__get_packed_size(&p);
     int rc = hs_buf_reserve(out, n);
@@ -531,13 +662,16 @@ static int pack_profile(const struct cells *cs, const struct hs_demo_model *m,
         perftools__profiles__profile__pack(&p, out->data + out->len);
         out->len += n;
     }
-    free(labp);
-    free(lab);
-    free(vals);
-    free(locs);
-    free(smpp);
-    free(smp);
+    samples_free(ss);
+    free(ss);
+    free(ft);
     return rc;
+}
+
+/* api-server is on CPU for this share of a request; the rest it waits on user-db. */
+static int64_t api_cpu_pct(const struct hs_demo_request *r)
+{
+    return r->nplus1 ? 8 : 30;
 }
 
 int hs_demo_encode_profile(struct hs_demo_model *m, enum hs_demo_service svc, int64_t from_ns,
@@ -557,13 +691,86 @@ int hs_demo_encode_profile(struct hs_demo_model *m, enum hs_demo_service svc, in
             continue;
         /* user-db is busy on its own requests (N+1: busier still); api-server mostly waits */
         int64_t cpu = svc == HS_DEMO_DB ? (hi - lo) * (r->nplus1 ? 90 : 60) / 100
-                                        : (hi - lo) * (r->nplus1 ? 8 : 30) / 100;
+                                        : (hi - lo) * api_cpu_pct(r) / 100;
         struct mix mx = svc == HS_DEMO_API ? MIX(api_req)
                         : r->nplus1        ? MIX(db_nplus1)
                                            : MIX(db_fast);
         sample_mix(m, cs, mx, (int)i, cpu);
     }
-    int rc = pack_profile(cs, m, svc, from_ns, until_ns, out);
+    int rc = pack_profile(cs, m, svc, &PT_CPU, from_ns, until_ns, out);
     free(cs);
     return rc;
+}
+
+int hs_demo_encode_goroutines(struct hs_demo_model *m, int64_t from_ns, int64_t until_ns,
+                              struct hs_buf *out)
+{
+    struct cells *cs = hs_xcalloc(1, sizeof(*cs));
+    int64_t snapshots = until_ns > from_ns ? (until_ns - from_ns) / PERIOD_NS : 0;
+    for (size_t k = 0; k < HS_ARRAY_SIZE(api_goroutines) && snapshots > 0; k++)
+        cells_add(cs, &api_goroutines[k], -1, snapshots * api_goroutines[k].weight);
+    /* a request's goroutine, in each snapshot while its span runs: running, in the stacks of
+     * its CPU samples, for its share on CPU; otherwise parked in the call to user-db */
+    for (uint32_t i = 0; i < m->nrecent; i++) {
+        const struct hs_demo_request *r = &m->recent[i];
+        int64_t lo = HS_MAX(r->start_ns, from_ns), hi = HS_MIN(r->end_ns, until_ns);
+        if (hi <= lo)
+            continue;
+        int64_t cpu = (hi - lo) * api_cpu_pct(r) / 100;
+        sample_mix(m, cs, MIX(api_req), (int)i, cpu);
+        sample_mix(m, cs, MIX(api_wait), (int)i, hi - lo - cpu);
+    }
+    int rc = pack_profile(cs, m, HS_DEMO_API, &PT_GOROUTINE, from_ns, until_ns, out);
+    free(cs);
+    return rc;
+}
+
+/* pyroscope-go's sample_type_config for its goroutine profile (session.go) */
+static const char goroutines_stc[] =
+    "{\"goroutine\":{\"units\":\"goroutines\",\"aggregation\":\"average\","
+    "\"display-name\":\"goroutines\"}}";
+
+static int put_part(struct hs_buf *b, const char *boundary, bool first, const char *name,
+                    const char *filename, const void *data, size_t len)
+{
+    int rc = hs_buf_printf(b,
+                           "%s--%s\r\nContent-Disposition: form-data; name=\"%s\"; "
+                           "filename=\"%s\"\r\nContent-Type: application/octet-stream\r\n\r\n",
+                           first ? "" : "\r\n", boundary, name, filename);
+    return rc | hs_buf_append(b, data, len);
+}
+
+int hs_demo_goroutines_upload(struct hs_demo_model *m, int64_t from_ns, int64_t until_ns,
+                              struct hs_demo_upload *up)
+{
+    struct hs_buf raw = {0}, gz = {0};
+    int rc = hs_demo_encode_goroutines(m, from_ns, until_ns, &raw);
+    if (rc == 0)
+        rc = hs_gzip(raw.data, raw.len, 6, &gz);
+    hs_buf_free(&raw);
+    /* Go's mime/multipart: a random boundary of 30 bytes in hex, file parts typed
+     * application/octet-stream, as remote.go's CreateFormFile writes them */
+    char boundary[61];
+    for (int i = 0; i < 30; i++)
+        snprintf(boundary + 2 * i, 3, "%02x", (unsigned)hs_demo_rand(m, 0, 255));
+    up->body = (struct hs_buf){0};
+    if (rc == 0)
+        rc = put_part(&up->body, boundary, true, "profile", "profile.pprof", gz.data, gz.len) |
+             put_part(&up->body, boundary, false, "sample_type_config", "sample_type_config.json",
+                      goroutines_stc, strlen(goroutines_stc)) |
+             hs_buf_printf(&up->body, "\r\n--%s--\r\n", boundary);
+    hs_buf_free(&gz);
+    if (rc) {
+        hs_buf_free(&up->body);
+        return HS_ENOMEM;
+    }
+    snprintf(up->content_type, sizeof(up->content_type), "multipart/form-data; boundary=%s",
+             boundary);
+    /* url.Values.Encode: keys sorted, name's braces and '=' escaped; no format= (a multipart
+     * body is told by its Content-Type, wire.md §5.3) */
+    snprintf(up->query, sizeof(up->query),
+             "aggregationType=average&from=%" PRId64 "&name=%s%%7Benv%%3Ddemo%%7D&sampleRate=0"
+             "&spyName=hotspan-demo&units=goroutines&until=%" PRId64,
+             from_ns, hs_demo_service_names[HS_DEMO_API], until_ns);
+    return 0;
 }

@@ -1,9 +1,11 @@
 // `hotspan demo`, the README's first command, end to end: the real binary generates api-server ->
-// user-db traffic with N+1 requests and CPU profiles into its own receivers, and stdout shows each
-// slow findByEmail span enriched by the correlator (duration, where the CPU went, the exact N+1
-// query count the generator logged for that trace); fast spans never appear; /metrics counts the
-// accepted and annotated spans during the run; --duration ends it with exit 0; --seed repeats
-// the N+1 requests; a config without the receivers the demo needs is refused with exit 2.
+// user-db traffic with N+1 requests, CPU profiles of both services and api-server's goroutine
+// profile into its own receivers, and stdout shows each slow findByEmail span enriched by the
+// correlator (duration, where the CPU went, the exact N+1 query count the generator logged for
+// that trace) and its api-server caller's wait explained off CPU by the goroutine profile (parked
+// in UserClient.fetch, in net/http); fast spans never appear; /metrics counts the accepted and
+// annotated spans during the run; --duration ends it with exit 0; --seed repeats the N+1
+// requests; a config without the receivers the demo needs is refused with exit 2.
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -111,6 +113,23 @@ describe('hotspan demo', () => {
       assert.ok(Math.abs(Number(m[3]) - req.ms) <= 1, `${m[3]} ms printed, ${req.ms} ms generated`);
       assert.match(m[4], /^\d+% findByEmail > loadPreferences/, `verdict: ${m[0]}`);
       assert.equal(Number(m[5]), req.queries, `N+1 count of ${trace}: ${m[0]}`);
+    }
+  });
+
+  // api-server  GET /users/:id  677 ms — 7% on CPU; 100% getUser; off CPU (goroutines): 94% fetch (in net/http)  trace=<hex>
+  it('explains each N+1 request\'s api-server wait from its goroutine profile: parked in UserClient.fetch, in net/http', () => {
+    const gen = nplus1Requests(run.stderr);
+    assert.ok(gen.size >= 2, `N+1 requests generated: ${gen.size}`);
+    const api = run.stdout.split('\n').map((l) => SLOW_LINE.exec(l)).filter((m) => m && m[1] === 'api-server');
+    for (const trace of gen.keys()) {
+      const m = api.find((x) => x[6] === trace);
+      assert.ok(m, `no api-server line for N+1 trace ${trace}\nstdout:\n${run.stdout}`);
+      assert.equal(m[2], 'GET /users/:id');
+      // it waited: little CPU, then the goroutine profile's verdict on where
+      const v = /^(\d+)% on CPU; .*; off CPU \(goroutines\): (\d+)% (?:\S+ > )*fetch \(in net\/http\)$/.exec(m[4]);
+      assert.ok(v, `no off-CPU explanation naming fetch in net/http: ${m[0]}`);
+      assert.ok(Number(v[1]) < 20, `on CPU ${v[1]}%: ${m[0]}`);
+      assert.ok(Number(v[2]) >= 80, `parked in fetch ${v[2]}% of the span: ${m[0]}`);
     }
   });
 

@@ -1,8 +1,9 @@
 /* test_demo.c: `hotspan demo`'s generator where it has logic: where it sends (read from the
  * config, defaults from the receivers' field tables, refusals that name what is missing), the
  * seeded traffic model, the OTLP it builds (decoded by pdata's scanner: the N+1 children the
- * correlator keys on) and the pprof it builds (decoded by pdata/pprof.c: the functions, and
- * span_id labels on the request's samples). */
+ * correlator keys on), the pprof it builds (decoded by pdata/pprof.c: the functions, and
+ * span_id labels on the request's samples) and api-server's goroutine profile upload (decoded
+ * by the pyroscope receiver's /ingest decoder: its type, labels and where requests waited). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include "pdata/profiles.h"
 #include "pdata/traces_edit.h"
 #include "processors/correlator/correlator_int.h"
+#include "receivers/pyroscope_int.h"
 
 extern const char hs_default_config[];
 extern const size_t hs_default_config_len;
@@ -323,13 +325,127 @@ static void test_profile_windows(void **state)
     hs_profile_free(p);
 }
 
+static int32_t func_named(const struct hs_profile *p, const char *name)
+{
+    int32_t f = func_index(p, name);
+    if (f < 0)
+        fail_msg("no function %s in the profile", name);
+    return f;
+}
+
+/* The demo's goroutine upload through the pyroscope receiver's /ingest decoder, as it arrives. */
+static struct hs_profiles *goroutines_received(struct hs_demo_model *m, int64_t from, int64_t until)
+{
+    struct hs_demo_upload up;
+    assert_int_equal(hs_demo_goroutines_upload(m, from, until, &up), 0);
+    /* multipart as pyroscope-go sends it: a `format` would make Pyroscope read the body as raw
+     * pprof (wire.md §5.3) */
+    assert_null(strstr(up.query, "format="));
+    assert_non_null(strstr(up.content_type, "multipart/form-data; boundary="));
+    const struct hs_pyro_limits plim = {.pprof = lim, .max_labels = 32, .max_profiles = 8};
+    struct hs_pyro_ingest_req in = {.query = {up.query, strlen(up.query)},
+                                    .content_type = {up.content_type, strlen(up.content_type)},
+                                    .body = up.body.data,
+                                    .len = up.body.len,
+                                    .now_ns = T0};
+    struct hs_profiles *b = hs_profiles_new(NULL);
+    struct hs_pyro_fail f = {0};
+    if (hs_pyro_ingest_decode(&in, &plim, b, &f) != 0)
+        fail_msg("/ingest refused the goroutine upload: %d %s", f.status, f.msg);
+    assert_int_equal(b->count, 1);
+    hs_buf_free(&up.body);
+    return b;
+}
+
+/* A request's goroutine in api-server's goroutine profile: one sample per 10 ms of its span,
+ * labelled with its span id; on CPU for its CPU share (no gopark), otherwise parked in
+ * getUser > UserClient.fetch > net/http.(*Client).Do > ... > runtime.gopark. Returns the span's
+ * samples; *parked gets those parked in the call to user-db. */
+static int64_t request_goroutine(const struct hs_profile *p, const struct hs_demo_request *r,
+                                 int64_t *parked)
+{
+    const struct hs_profile_summary *s = &p->summary;
+    int32_t sp = span_index(p, r->api_span);
+    assert_true(sp >= 0);
+    int32_t serve = func_named(p, "http.Server.serve"),
+            get = func_named(p, "UsersController.getUser"),
+            fetch = func_named(p, "UserClient.fetch"),
+            doit = func_named(p, "net/http.(*Client).Do"), sel = func_named(p, "runtime.selectgo"),
+            park = func_named(p, "runtime.gopark");
+    int64_t all = 0;
+    *parked = 0;
+    for (uint32_t i = 0; i < s->nstacks; i++) {
+        const struct hs_profile_stack *st = &s->stacks[i];
+        if (st->span != (uint32_t)sp)
+            continue;
+        int64_t v = st->values[s->main_type];
+        assert_int_equal(st->funcs[0], serve);
+        assert_true(on_stack(st, get));
+        all += v;
+        if (!on_stack(st, park))
+            continue; /* running: one of api-server's CPU stacks */
+        assert_int_equal(st->funcs[st->depth - 1], park); /* the leaf: where it waits */
+        assert_int_equal(st->funcs[st->depth - 2], sel);
+        assert_true(on_stack(st, fetch) && on_stack(st, doit));
+        *parked += v;
+    }
+    assert_true(all == s->spans[sp].values[s->main_type]);
+    return all;
+}
+
+/* The goroutine profile arrives as Pyroscope names Go's: `goroutines`, one goroutine/count
+ * column; an N+1 request's goroutine is parked in its call to user-db for the ~92% of its span
+ * it is not on CPU, a fast one for ~70%; the goroutines that outlive requests are in every
+ * snapshot, unlabelled. */
+static void test_goroutines_upload(void **state)
+{
+    struct hs_demo_model m;
+    hs_demo_model_init(&m, 13);
+    const struct hs_demo_request *slow = hs_demo_request_new(&m, T0, true);
+    const struct hs_demo_request *fast = hs_demo_request_new(&m, T0 + 300 * MS, false);
+    int64_t from = T0 - 2000 * MS, until = T0 + 500 * MS;
+    struct hs_profiles *b = goroutines_received(&m, from, until);
+    const struct hs_profile *p = b->items[0];
+    const struct hs_profile_summary *s = &p->summary;
+    assert_string_equal(hs_profile_label(p, "__name__"), "goroutines");
+    assert_string_equal(p->service, "api-server");
+    assert_string_equal(hs_profile_label(p, "env"), "demo");
+    assert_true(p->from_ns == from && p->until_ns == until); /* ns, 19 digits */
+    assert_non_null(strstr(p->sample_type_config, "\"display-name\":\"goroutines\""));
+    assert_int_equal(s->ntypes, 1);
+    assert_string_equal(s->type_ids[s->main_type], "goroutines:goroutine:count:goroutine:count");
+
+    int64_t parked, dur = slow->end_ns - slow->start_ns;
+    int64_t all = request_goroutine(p, slow, &parked);
+    assert_true(all >= dur / MS / 10 - 1 && all <= dur / MS / 10 + 1); /* a snapshot per 10 ms */
+    assert_true(parked * 100 >= all * 88 && parked * 100 <= all * 96);
+    dur = fast->end_ns - fast->start_ns;
+    all = request_goroutine(p, fast, &parked);
+    assert_true(all >= dur / MS / 10 - 1 && all <= dur / MS / 10 + 1);
+    assert_true(parked * 100 >= all * 50 && parked * 100 <= all * 90);
+
+    int64_t background = 0;
+    int32_t accept = func_named(p, "net.(*TCPListener).Accept"),
+            rloop = func_named(p, "net/http.(*persistConn).readLoop"),
+            wloop = func_named(p, "net/http.(*persistConn).writeLoop");
+    for (uint32_t i = 0; i < s->nstacks; i++) {
+        const struct hs_profile_stack *st = &s->stacks[i];
+        if (st->span != HS_PROFILE_NO_SPAN)
+            continue;
+        assert_true(on_stack(st, accept) || on_stack(st, rloop) || on_stack(st, wloop));
+        background += st->values[s->main_type];
+    }
+    assert_true(background == 5 * (until - from) / (10 * MS)); /* 5 goroutines, 250 snapshots */
+    hs_profiles_unref(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_targets_default), cmocka_unit_test(test_targets_defaults_and_hosts),
         cmocka_unit_test(test_targets_refused), cmocka_unit_test(test_model_seeded),
         cmocka_unit_test(test_traces_decode),   cmocka_unit_test(test_profile_nplus1),
-        cmocka_unit_test(test_profile_windows),
+        cmocka_unit_test(test_profile_windows), cmocka_unit_test(test_goroutines_upload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
