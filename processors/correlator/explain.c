@@ -194,8 +194,8 @@ static uint32_t trunk_len(const struct corr_svc *s, const struct corr_matched *m
 }
 
 /* Per function of the matched stacks: the deepest it is (depth[fid] + 1, 0 when absent) and
- * whether it is some stack's deepest application frame (leaf[fid]). */
-static void stack_depths(const struct corr_matched *m, uint32_t *depth, bool *leaf)
+ * the samples of the stacks whose deepest application frame it is (leaf[fid]). */
+static void stack_depths(const struct corr_matched *m, uint32_t *depth, int64_t *leaf)
 {
     const struct corr_name *names = m->svc->names;
     for (uint32_t i = 0; i < m->nstacks; i++) {
@@ -208,7 +208,7 @@ static void stack_depths(const struct corr_matched *m, uint32_t *depth, bool *le
                 last = f;
         }
         if (last != UINT32_MAX && st->value > 0)
-            leaf[last] = true;
+            leaf[last] += st->value;
     }
 }
 
@@ -258,21 +258,24 @@ void corr_explain(const struct correlator *c, const struct corr_matched *m, stru
     uint32_t kept;
     uint32_t trunk = trunk_len(s, m, span_name, apath, avals, na, &kept);
     uint32_t *depth = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*depth));
-    bool *leaf = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*leaf));
+    int64_t *leaf = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*leaf));
     stack_depths(m, depth, leaf);
     /* profiles of waiting (goroutines, mutex, block) give every frame of a stack the same
      * value: the wait is where the stack's deepest application frame is, its callers only pass
-     * it on (the trunk of each waiting stack) */
+     * it on (the trunk of each waiting stack). So a function is ranked by the samples it is the
+     * deepest application frame of, not by its total: a handler that is the deepest frame of a
+     * few running stacks must not rank by every stack that passes through it (from the matched
+     * stacks, which hold all of a span's until CORR_SPAN_STACKS distinct ones) */
     bool waits = app && corr_kind_waits(m->type->rank);
     struct ranked *r = hs_xmalloc(HS_MAX(nf, 1) * sizeof(*r));
     uint32_t nr = 0;
     for (uint32_t i = 0; i < nf; i++) {
         uint32_t f = fids[i];
-        bool skip = tot[f] <= 0 || (app && s->names[f].lib) || (waits && !leaf[f]);
+        bool skip = tot[f] <= 0 || (app && s->names[f].lib) || (waits && leaf[f] <= 0);
         for (uint32_t k = 0; k < trunk && !skip && !waits && f != kept; k++)
             skip = apath[k] == f;
         if (!skip)
-            r[nr++] = (struct ranked){f, tot[f], 0, depth[f]};
+            r[nr++] = (struct ranked){f, waits ? leaf[f] : tot[f], 0, depth[f]};
     }
     if (nr == 0 && trunk > 0)
         r[nr++] = (struct ranked){apath[trunk - 1], avals[trunk - 1], 0, depth[apath[trunk - 1]]};

@@ -421,6 +421,32 @@ static void test_goroutine_wait_names_the_waiting_function(void **state)
     teardown(&f);
 }
 
+/* In a goroutine profile a function is ranked by the samples it is the deepest application
+ * frame of: the handler is the deepest of the few running stacks, but every parked stack passes
+ * through it too, and ranking it by its total (100%) would name the handler, not the client
+ * call the request was parked in (the demo's api-server). */
+static void test_goroutine_wait_ranks_by_deepest_frame(void **state)
+{
+    struct fx f;
+    setup(&f, "{top: 3}");
+    Span *sp = mkspan("GET /users/:id", 28, S(2), MS(600));
+    const struct mstack gor[] = {
+        {{"main.serve", "main.getUser"}, {3}, sp->span_id.data},
+        {{"main.serve", "main.getUser", "main.(*UserClient).fetch", "net/http.(*Client).Do",
+          "runtime.selectgo", "runtime.gopark"},
+         {57},
+         sp->span_id.data},
+        {{MAIN, "main.idle"}, {5}, NULL},
+    };
+    assert_int_equal(send_cols(&f, "api", goroutine_cols, 1, gor, 3), 0);
+    consume(&f, "api", sp);
+    Span *o = out_span(&f, "GET /users/:id", NULL);
+    assert_string_equal(astr(o, "profile.offcpu.type"), GOROUTINES_ID);
+    assert_string_equal(alist(o, "profile.offcpu.top_functions"),
+                        "main.(*UserClient).fetch 95% (in net/http) | main.getUser 5%");
+    teardown(&f);
+}
+
 /* A wall profile without CPU time (@pyroscope/nodejs without collectCpuTime) holds CPU time
  * too: its match is ranked as a CPU one (callers with their callees), and alone it does not say
  * that the span waited. */
@@ -852,6 +878,7 @@ int main(void)
         cmocka_unit_test(test_exact_match_in_wall_when_cpu_has_none),
         cmocka_unit_test(test_exact_match_in_goroutine_profile),
         cmocka_unit_test(test_goroutine_wait_names_the_waiting_function),
+        cmocka_unit_test(test_goroutine_wait_ranks_by_deepest_frame),
         cmocka_unit_test(test_trunk_keeps_a_recursive_frame),
         cmocka_unit_test(test_wall_only_profile_ranks_like_cpu),
         cmocka_unit_test(test_shares_come_from_all_samples),
