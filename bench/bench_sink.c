@@ -16,8 +16,8 @@
 #include "core/common.h"
 #include "core/compress.h"
 #include "core/errors.h"
-#include "core/grpc.h"
-#include "core/http_server.h"
+#include "net/grpc.h"
+#include "net/http_server.h"
 #include "core/log.h"
 
 static const char usage[] =

@@ -28,7 +28,7 @@ typedef void (*hs_done_cb)(struct hs_component *c);
 struct hs_host {
     uv_loop_t *loop;
     struct hs_metrics *metrics;
-    struct hs_admin *admin; /* the admin endpoint, for extra pages (core/admin.h) */
+    struct hs_admin *admin; /* the admin endpoint, for extra pages (admin/admin.h) */
 };
 
 struct hs_component_type {

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
-#include "auth.h"
-#include "tls.h"
+#include "admin/admin.h"
+#include "net/auth.h"
+#include "net/tls.h"
 #include "buf.h"
 #include "common.h"
 #include "component.h"

@@ -12,10 +12,10 @@
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/arena.h"
-#include "core/auth.h"
+#include "net/auth.h"
 #include "core/config.h"
-#include "core/grpc.h"
-#include "core/http_server.h"
+#include "net/grpc.h"
+#include "net/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "google/rpc/status.pb-c.h"
@@ -512,7 +512,7 @@ static bool http_precheck(struct otlp *r, struct hs_http_request *req, enum body
 }
 
 /* The server's on_headers for OTLP/HTTP: a request refused by its headers is answered before
- * its body is read (core/http_server.h says what the client sees). */
+ * its body is read (net/http_server.h says what the client sees). */
 static void otlp_headers(void *ud, struct hs_http_request *req)
 {
     enum body_type type;

@@ -1,5 +1,5 @@
-/* fuzz_http_request.c: libFuzzer target for the HTTP/1.1 server (core/http_server.c,
- * core/http_conn.c, http_parser): the input is what one client sends on one connection. The
+/* fuzz_http_request.c: libFuzzer target for the HTTP/1.1 server (net/http_server.c,
+ * net/http_conn.c, http_parser): the input is what one client sends on one connection. The
  * connection code has no seam that takes bytes without a socket, so a real server listens on
  * loopback in this process and the bytes are written to it over TCP from the same loop. It
  * must not crash or leak; on HTTP/1.1, every request handed to the handler gets a response and
@@ -19,7 +19,7 @@
 
 #include "core/buf.h"
 #include "core/errors.h"
-#include "core/http_server.h"
+#include "net/http_server.h"
 #include "core/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

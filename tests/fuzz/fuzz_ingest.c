@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/errors.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,9 +12,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "buf.h"
-#include "common.h"
-#include "errors.h"
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/errors.h"
 #include "tls.h"
 
 /* wire.md §2: responses are capped at 4 MiB; anything past that is read and discarded. */
@@ -459,7 +459,7 @@ done:
     return rc;
 }
 
-/* TLS options for an https:// transfer (core/tls.h). */
+/* TLS options for an https:// transfer (net/tls.h). */
 static int xfer_tls(struct xfer *x, const char *url)
 {
     CURL *e = x->easy;

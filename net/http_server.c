@@ -11,9 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "errors.h"
+#include "core/errors.h"
 #include "http_server_int.h"
-#include "metrics.h"
+#include "core/metrics.h"
 
 #define HS_HTTP_BACKLOG 511
 /* http_parser's own header limit is process-wide; ours is per server and always lower, so the

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "common.h"
+#include "core/common.h"
 #include "http_server_int.h"
-#include "metrics.h"
+#include "core/metrics.h"
 
 /* How many idle connections reclaim looks at past ones still writing an answer. */
 #define HS_HTTP_RECLAIM_LOOK 16

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "common.h"
-#include "log.h"
-#include "metrics.h"
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/log.h"
+#include "core/metrics.h"
 
 #define PEM_MAX (1u << 20) /* a certificate chain, CA bundle or key file larger is refused */
 

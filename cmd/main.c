@@ -12,14 +12,14 @@
 #include <time.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "component.h"
-#include "config.h"
+#include "core/buf.h"
+#include "core/component.h"
+#include "core/config.h"
 #include "demo/demo.h"
-#include "http_server.h"
-#include "log.h"
-#include "service.h"
-#include "tls.h"
+#include "net/http_server.h"
+#include "core/log.h"
+#include "core/service.h"
+#include "net/tls.h"
 
 extern const char hs_default_config[];
 extern const size_t hs_default_config_len;

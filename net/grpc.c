@@ -9,8 +9,8 @@
 
 #include <libdeflate.h>
 
-#include "compress.h"
-#include "errors.h"
+#include "core/compress.h"
+#include "core/errors.h"
 
 /* Responses are small (an ExportTraceServiceResponse); level 1 as in the exporter. */
 #define GZIP_LEVEL 1

@@ -7,19 +7,19 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/auth.h"
+#include "net/auth.h"
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/config.h"
-#include "core/grpc.h"
-#include "core/http_server.h"
+#include "net/grpc.h"
+#include "net/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "pdata/otlp_json.h"
 #include "pdata/profiles.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 struct pyro_config {
     struct hs_http_server_config server;
@@ -418,7 +418,7 @@ static bool pyro_precheck(struct pyro *r, struct hs_http_request *req, enum rout
 }
 
 /* The server's on_headers: a request refused by its headers is answered before its body is
- * read (core/http_server.h says what the client sees). */
+ * read (net/http_server.h says what the client sees). */
 static void pyro_headers(void *ud, struct hs_http_request *req)
 {
     enum route route;

@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "errors.h"
+#include "core/config.h"
+#include "core/errors.h"
 
 struct hs_metrics;
 

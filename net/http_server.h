@@ -4,7 +4,7 @@
  * file limit), time limits that shrink when the listener is busy, body size limit (an oversized
  * Content-Length is answered 413 at once, without reading the body), an optional look at the
  * headers that may answer before the body (authentication); on HTTP/2, concurrent streams, each
- * one request to the same handler. TLS: a `tls:` section (core/tls.h). */
+ * one request to the same handler. TLS: a `tls:` section (net/tls.h). */
 #ifndef HS_HTTP_SERVER_H
 #define HS_HTTP_SERVER_H
 
@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common.h"
-#include "config.h"
+#include "core/common.h"
+#include "core/config.h"
 #include "tls.h"
 
 struct hs_http_server;

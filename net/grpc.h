@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "common.h"
+#include "core/buf.h"
+#include "core/common.h"
 #include "http_server.h"
 
 /* googleapis google/rpc/code.proto */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "errors.h"
+#include "core/common.h"
+#include "core/errors.h"
 #include "http_server_int.h"
 
 enum piece { PIECE_NONE, PIECE_URL, PIECE_FIELD, PIECE_VALUE };

@@ -8,7 +8,7 @@
  * (hs_http2_*), which only ever sees plaintext bytes. A TLS transport goes between the two:
  * decrypt in on_read before the protocol sees bytes, encrypt in hs_http_conn_write, and on ALPN
  * "h2" call hs_http2_start with no preface bytes yet read. That is what http_conn.c does when
- * the server has a TLS context (core/tls.h): conn_tls_input and conn_write. */
+ * the server has a TLS context (net/tls.h): conn_tls_input and conn_write. */
 #ifndef HS_HTTP_SERVER_INT_H
 #define HS_HTTP_SERVER_INT_H
 
@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <uv.h>
 
-#include "buf.h"
+#include "core/buf.h"
 #include "http_server.h"
-#include "log.h"
+#include "core/log.h"
 #include "tls.h"
 
 #define HS_HTTP_READ_SIZE 65536        /* one read; the buffer is shared per server */

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "errors.h"
+#include "core/common.h"
+#include "core/errors.h"
 #include "grpc.h"
 #include "http_server_int.h"
 
