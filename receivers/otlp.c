@@ -670,6 +670,7 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
                                                  .handler = otlp_handle,
                                                  .on_headers = otlp_headers,
                                                  .on_too_large = otlp_too_large,
+                                                 .framing = &hs_grpc_framing,
                                                  .ud = r,
                                                  .metrics = host->metrics};
         rc = hs_http_server_start(host->loop, &opts, &r->servers[TR_HTTP], &err);
@@ -681,6 +682,7 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
                                                  .name = r->grpc_name,
                                                  .handler = otlp_grpc_handle,
                                                  .on_headers = otlp_grpc_headers,
+                                                 .framing = &hs_grpc_framing,
                                                  .ud = r,
                                                  .versions = HS_HTTP_H2C_ONLY,
                                                  .metrics = host->metrics};

@@ -492,10 +492,14 @@ static int pyro_start(struct hs_component *c, const struct hs_host *host)
     r->refused = hs_metrics_counter(host->metrics, "receiver_refused_profiles_total",
                                     "Profiles refused because the pipeline was full", r->labels);
     struct hs_error err = {0};
-    const struct hs_http_server_opts opts = {
-        .config = &r->conf.server, .name = c->id, .handler = pyro_handle,
-        .on_headers = pyro_headers, .on_too_large = pyro_too_large, .ud = r,
-        .metrics = host->metrics};
+    const struct hs_http_server_opts opts = {.config = &r->conf.server,
+                                             .name = c->id,
+                                             .handler = pyro_handle,
+                                             .on_headers = pyro_headers,
+                                             .on_too_large = pyro_too_large,
+                                             .framing = &hs_grpc_framing,
+                                             .ud = r,
+                                             .metrics = host->metrics};
     int rc = hs_http_server_start(host->loop, &opts, &r->http, &err);
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(c->id, "%s", err.lines[i]);
