@@ -25,7 +25,7 @@
 
 struct hs_http2_stream {
     struct hs_http2 *h2;
-    struct hs_http2_stream *prev, *next;
+    struct hs_queue link; /* in h2->streams */
     int32_t id;
     bool complete;  /* the client ended its side (END_STREAM) */
     bool responded; /* an answer is submitted (the handler's or ours) */
@@ -49,7 +49,7 @@ struct hs_http2_stream {
 struct hs_http2 {
     struct hs_http_conn *c;
     nghttp2_session *session;
-    struct hs_http2_stream *streams;
+    struct hs_queue streams; /* open streams, newest first */
     size_t receiving; /* streams whose request has begun and not ended */
     bool goaway;      /* we sent (or are sending) GOAWAY: end once nothing is left */
     struct hs_buf wbuf;
@@ -82,11 +82,14 @@ static void on_h2_read_timeout(uv_timer_t *t)
     struct hs_http_conn *c = t->data;
     if (!c->h2)
         return;
-    for (struct hs_http2_stream *st = c->h2->streams; st; st = st->next)
+    struct hs_queue *all = &c->h2->streams;
+    for (struct hs_queue *q = hs_queue_head(all); q != all; q = q->next) {
+        struct hs_http2_stream *st = hs_container_of(q, struct hs_http2_stream, link);
         if (!st->complete && !st->responded)
             stream_answer(st, 408,
                           "408 request timeout: the request did not arrive whole within "
                           "read_timeout\n");
+    }
     h2_flush(c->h2);
     h2_arm(c->h2);
 }
@@ -98,15 +101,18 @@ static void h2_arm(struct hs_http2 *h)
 {
     struct hs_http_conn *c = h->c;
     bool arriving = false;
-    for (struct hs_http2_stream *st = h->streams; st && !arriving; st = st->next)
+    for (struct hs_queue *q = hs_queue_head(&h->streams); q != &h->streams && !arriving;
+         q = q->next) {
+        const struct hs_http2_stream *st = hs_container_of(q, struct hs_http2_stream, link);
         arriving = !st->complete && !st->responded;
+    }
     if (arriving)
         hs_http_conn_timer(c, c->srv->conf.read_timeout_ms, on_h2_read_timeout);
-    else if (!h->streams)
+    else if (hs_queue_empty(&h->streams))
         hs_http_conn_timer(c, hs_http_server_idle_ms(c->srv), on_h2_idle);
     else
         hs_http_conn_timer(c, 0, NULL); /* answers being written */
-    hs_http_conn_idle(c, !h->streams && !h->goaway);
+    hs_http_conn_idle(c, hs_queue_empty(&h->streams) && !h->goaway);
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -166,16 +172,6 @@ static void stream_free(struct hs_http2_stream *st)
     free(st->trailers);
     free(st->out);
     free(st);
-}
-
-static void stream_unlink(struct hs_http2 *h, struct hs_http2_stream *st)
-{
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        h->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
 }
 
 static ssize_t body_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
@@ -338,10 +334,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets just this stream */
     st->h2 = h;
     st->id = frame->hd.stream_id;
-    st->next = h->streams;
-    if (h->streams)
-        h->streams->prev = st;
-    h->streams = st;
+    hs_queue_insert_head(&h->streams, &st->link);
     nghttp2_session_set_stream_user_data(session, st->id, st);
     h2_arm(h);
     return 0;
@@ -634,7 +627,7 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     if (!st)
         return 0;
     nghttp2_session_set_stream_user_data(session, id, NULL);
-    stream_unlink(h, st);
+    hs_queue_remove(&st->link);
     stream_free(st);
     h2_arm(h);
     return 0;
@@ -691,10 +684,10 @@ static void h2_free(struct hs_http_conn *c)
 {
     struct hs_http2 *h = c->h2;
     nghttp2_session_del(h->session); /* no callbacks from here: the streams go by hand */
-    while (h->streams) {
-        struct hs_http2_stream *st = h->streams;
-        h->streams = st->next;
-        stream_free(st);
+    while (!hs_queue_empty(&h->streams)) {
+        struct hs_queue *q = hs_queue_head(&h->streams);
+        hs_queue_remove(q);
+        stream_free(hs_container_of(q, struct hs_http2_stream, link));
     }
     hs_buf_free(&h->wbuf);
     free(h);
@@ -746,6 +739,7 @@ static int h2_start(struct hs_http_conn *c, const uint8_t *data, size_t len)
     if (!h)
         return HS_ENOMEM;
     h->c = c;
+    hs_queue_init(&h->streams);
     if (!(h->session = h2_session(h, &c->srv->conf))) {
         free(h);
         return HS_ENOMEM;

@@ -246,8 +246,9 @@ struct hs_http_conn *hs_http_limits_victim(struct hs_http_server *s,
                                            const struct hs_http_conn *newcomer)
 {
     int looked = 0;
-    for (struct hs_http_conn *c = s->idle_head; c && looked < HS_HTTP_RECLAIM_LOOK;
-         c = c->idle_next, looked++) {
+    for (struct hs_queue *q = hs_queue_head(&s->idle);
+         q != &s->idle && looked < HS_HTTP_RECLAIM_LOOK; q = q->next, looked++) {
+        struct hs_http_conn *c = hs_container_of(q, struct hs_http_conn, idle_link);
         if (c->write_pending)
             continue;
         if (s->reclaimed)
@@ -318,22 +319,8 @@ void hs_http_conn_idle(struct hs_http_conn *c, bool on)
     c->idle = on;
     if (on) {
         c->since_ms = uv_now(s->loop);
-        c->idle_prev = s->idle_tail;
-        c->idle_next = NULL;
-        if (s->idle_tail)
-            s->idle_tail->idle_next = c;
-        else
-            s->idle_head = c;
-        s->idle_tail = c;
-        return;
+        hs_queue_insert_tail(&s->idle, &c->idle_link);
+    } else {
+        hs_queue_remove(&c->idle_link);
     }
-    if (c->idle_prev)
-        c->idle_prev->idle_next = c->idle_next;
-    else
-        s->idle_head = c->idle_next;
-    if (c->idle_next)
-        c->idle_next->idle_prev = c->idle_prev;
-    else
-        s->idle_tail = c->idle_prev;
-    c->idle_prev = c->idle_next = NULL;
 }

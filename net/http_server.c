@@ -170,6 +170,8 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
     s->h1_proto = &hs_http1_proto;
     s->h2_proto = &hs_http2_proto;
     s->fd_reserve = opts->fd_reserve;
+    hs_queue_init(&s->conns);
+    hs_queue_init(&s->idle);
     s->full_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);
     s->busy_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 3);
     apply_config(s, cf);

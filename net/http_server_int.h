@@ -18,6 +18,7 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/queue.h"
 #include "net/http_server.h"
 #include "net/tls.h"
 
@@ -79,14 +80,14 @@ struct hs_http_server {
     uint64_t body_bytes;
     struct hs_http_server_config conf; /* endpoint is not kept */
     int port;
-    struct hs_http_conn *conns; /* every connection until its handles are closed */
+    struct hs_queue conns; /* every connection until its handles are closed (its link) */
     size_t nconns;
     size_t nrejects; /* refused connections whose handle is closing */
     /* who holds a slot (http_limits.c): connections admitted and not closing, what
      * max_connections counts; by client address; the idle ones, longest idle first */
     size_t nlive;
     struct hs_http_peers peers;
-    struct hs_http_conn *idle_head, *idle_tail;
+    struct hs_queue idle; /* by idle_link */
     bool busy;       /* past 3/4 of max_connections (or of the file limit's share) */
     bool fd_reserve; /* draws on the fd reserve (admin), not the receivers' share */
     bool declared;   /* max_connections is in the sum hs_http_server_check_file_limit checks */
@@ -112,8 +113,8 @@ struct hs_http2;
 /* One client connection: the transport's state. A protocol keeps its own in h1 or h2. */
 struct hs_http_conn {
     struct hs_http_server *srv;
-    struct hs_http_conn *prev, *next;
-    struct hs_http_conn *idle_prev, *idle_next; /* in srv's idle list while `idle` */
+    struct hs_queue link;      /* in srv->conns */
+    struct hs_queue idle_link; /* in srv->idle while `idle` */
     uv_tcp_t tcp;
     uv_timer_t timer;
     uv_timer_cb timer_cb; /* what the timer runs when it fires, while armed */

@@ -51,12 +51,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (--c->open_handles > 0)
         return;
     struct hs_http_server *s = c->srv;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    hs_queue_remove(&c->link);
     s->nconns--;
     if (c->proto)
         c->proto->free(c);
@@ -465,8 +460,8 @@ static bool conn_admit(struct hs_http_server *s, struct hs_http_conn *c)
         conn_reclaim(victim);
     }
     if (hs_http_limits_take(s, c)) /* c is not linked yet: its first timer is armed busy */
-        for (struct hs_http_conn *o = s->conns; o; o = o->next)
-            conn_busy(o);
+        for (struct hs_queue *q = hs_queue_head(&s->conns); q != &s->conns; q = q->next)
+            conn_busy(hs_container_of(q, struct hs_http_conn, link));
     return true;
 }
 
@@ -483,6 +478,7 @@ static void conn_accept(struct hs_http_server *s)
 {
     struct hs_http_conn *c = hs_xcalloc(1, sizeof(*c));
     c->srv = s;
+    hs_queue_init(&c->idle_link);
     if (uv_tcp_init(s->loop, &c->tcp) != 0) {
         free(c);
         return;
@@ -502,10 +498,7 @@ static void conn_accept(struct hs_http_server *s)
     uv_timer_init(s->loop, &c->timer);
     c->timer.data = c;
     c->open_handles = 2;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    hs_queue_insert_head(&s->conns, &c->link);
     s->nconns++;
     uv_tcp_nodelay(&c->tcp, 1);
     if (s->tls && !(c->tls = hs_tls_conn_new(s->tls))) {
@@ -687,8 +680,8 @@ void hs_http_transport_close(struct hs_http_server *s, void (*done)(void *ud), v
     s->done_ud = ud;
     uv_close((uv_handle_t *)&s->listener, on_listener_closed);
     /* closing a connection only schedules its close callbacks, so the list stays intact */
-    for (struct hs_http_conn *c = s->conns; c; c = c->next)
-        conn_server_closing(c);
+    for (struct hs_queue *q = hs_queue_head(&s->conns); q != &s->conns; q = q->next)
+        conn_server_closing(hs_container_of(q, struct hs_http_conn, link));
 }
 
 /* ---- for the protocols -------------------------------------------------------------------- */

@@ -27,18 +27,6 @@
 #define SCOPE_DESC opentelemetry__proto__common__v1__instrumentation_scope__descriptor
 #define ANY_DESC opentelemetry__proto__common__v1__any_value__descriptor
 
-__attribute__((format(printf, 4, 5))) static int errf(char *err, size_t errlen, int code,
-                                                      const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 /* ---- the wire walk --------------------------------------------------------------------------- */
 
 /* protobuf-c recurses once per nested message and allocates every element it finds, so before it
@@ -78,7 +66,7 @@ __attribute__((format(printf, 3, 4))) static int walk_fail(struct walk *w, int c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return errf(w->err, w->errlen, code, "%s%s%s", path, n ? ": " : "", msg);
+    return hs_pprof_errf(w->err, w->errlen, code, "%s%s%s", path, n ? ": " : "", msg);
 }
 
 static bool rd_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
@@ -252,17 +240,18 @@ static int list_profiles(struct hs_otlp_request *r, char *err, size_t errlen)
         for (size_t j = 0; j < q->resource_profiles[i]->n_scope_profiles; j++)
             n += q->resource_profiles[i]->scope_profiles[j]->n_profiles;
     if (n > UINT32_MAX / 2)
-        return errf(err, errlen, HS_E2BIG, "too many profiles (%zu)", n);
+        return hs_pprof_errf(err, errlen, HS_E2BIG, "too many profiles (%zu)", n);
     r->profiles = hs_arena_alloc(r->arena, (n ? n : 1) * sizeof(*r->profiles));
     if (!r->profiles)
-        return errf(err, errlen, HS_E2BIG, "decoded request exceeds the memory limit");
+        return hs_pprof_errf(err, errlen, HS_E2BIG, "decoded request exceeds the memory limit");
     for (size_t i = 0; i < q->n_resource_profiles; i++) {
         const op_resource_profiles *rp = q->resource_profiles[i];
         const char *svc = NULL;
         for (size_t j = 0; j < rp->n_scope_profiles; j++) {
             const op_scope_profiles *sp = rp->scope_profiles[j];
             if (sp->n_profiles && !svc && !(svc = resource_service(r, rp)))
-                return errf(err, errlen, HS_E2BIG, "decoded request exceeds the memory limit");
+                return hs_pprof_errf(err, errlen, HS_E2BIG,
+                                     "decoded request exceeds the memory limit");
             for (size_t k = 0; k < sp->n_profiles; k++)
                 r->profiles[r->nprofiles++] = (struct op_ref){
                     sp->profiles[k], rp, sp, (uint32_t)i, (uint32_t)j, (uint32_t)k, svc};
@@ -284,8 +273,9 @@ int hs_otlp_request_parse(const uint8_t *data, size_t len,
         err[0] = '\0';
     *out = NULL;
     if (lim->max_decompressed && len > lim->max_decompressed)
-        return errf(err, errlen, HS_E2BIG, "request of %zu bytes exceeds max_decompressed (%llu)",
-                    len, (unsigned long long)lim->max_decompressed);
+        return hs_pprof_errf(err, errlen, HS_E2BIG,
+                             "request of %zu bytes exceeds max_decompressed (%llu)", len,
+                             (unsigned long long)lim->max_decompressed);
     struct walk w = {.lim = lim,
                      .max_vdepth = lim->max_value_depth ? lim->max_value_depth : 32,
                      .err = err,
@@ -299,7 +289,7 @@ int hs_otlp_request_parse(const uint8_t *data, size_t len,
     struct hs_otlp_request *r = a ? hs_arena_alloc(a, sizeof(*r)) : NULL;
     if (!r) {
         hs_arena_free(a);
-        return errf(err, errlen, HS_ENOMEM, "out of memory");
+        return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     }
     memset(r, 0, sizeof(*r));
     r->arena = a;
@@ -308,10 +298,11 @@ int hs_otlp_request_parse(const uint8_t *data, size_t len,
     ProtobufCAllocator alloc = {.alloc = pb_alloc_fn, .free = pb_free_fn, .allocator_data = &pa};
     r->req = (const op_request *)protobuf_c_message_unpack(&REQ_DESC, &alloc, len, data);
     if (!r->req) {
-        rc = pa.full ? errf(err, errlen, HS_E2BIG,
-                            "decoded request exceeds the memory limit (%zu bytes)", cap)
-                     : errf(err, errlen, HS_EINVAL,
-                            "not an ExportProfilesServiceRequest: protobuf decoding failed");
+        rc = pa.full
+                 ? hs_pprof_errf(err, errlen, HS_E2BIG,
+                                 "decoded request exceeds the memory limit (%zu bytes)", cap)
+                 : hs_pprof_errf(err, errlen, HS_EINVAL,
+                                 "not an ExportProfilesServiceRequest: protobuf decoding failed");
         goto fail;
     }
     r->dict = r->req->dictionary ? r->req->dictionary : &empty;
@@ -417,25 +408,25 @@ static int add_profile(struct hs_profiles *b, struct hs_otlp_request *r, uint32_
     struct op_groups g;
     hs_arena_reset(s->groups);
     if (hs_otlp_groups(r, k, s->groups, &g))
-        return errf(err, errlen, HS_ENOMEM, "out of memory");
+        return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     for (uint32_t gi = 0; gi < g.n; gi++) {
         struct op_pprof pp;
         hs_arena_reset(s->tree);
         int rc = hs_otlp_build_pprof(r, k, g.of_sample, gi, 0, s->tree, &pp);
         if (rc)
-            return errf(err, errlen, rc, "profiles[%u]: converted profile exceeds the memory limit",
-                        k);
+            return hs_pprof_errf(err, errlen, rc,
+                                 "profiles[%u]: converted profile exceeds the memory limit", k);
         struct hs_profile *p = hs_profile_new();
         if (!p)
-            return errf(err, errlen, HS_ENOMEM, "out of memory");
+            return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
         p->otlp_index = k;
         if ((rc = item_labels(p, r, &r->profiles[k], g.names[gi], pp.name)) ||
             (rc = hs_pprof_summarize_pb(pp.pb, s->tree, p, err, errlen))) {
             hs_profile_free(p);
-            return rc == HS_ENOMEM ? errf(err, errlen, rc, "out of memory") : rc;
+            return rc == HS_ENOMEM ? hs_pprof_errf(err, errlen, rc, "out of memory") : rc;
         }
         if ((rc = hs_profiles_add(b, p))) /* takes p */
-            return errf(err, errlen, rc, "out of memory");
+            return hs_pprof_errf(err, errlen, rc, "out of memory");
     }
     return 0;
 }
@@ -460,7 +451,7 @@ static int decode_owned(struct hs_profiles *b, uint8_t *data, size_t len,
     }
     struct scratch s = {hs_arena_new(4096, 0), hs_arena_new(65536, OP_TREE_CAP(len))};
     if (!s.groups || !s.tree)
-        rc = errf(err, errlen, HS_ENOMEM, "out of memory");
+        rc = hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     for (uint32_t k = 0; rc == 0 && k < r->nprofiles; k++)
         rc = add_profile(b, r, k, &s, err, errlen);
     uint32_t nprofiles = r->nprofiles;
@@ -484,11 +475,12 @@ int hs_otlp_profiles_decode(struct hs_profiles *b, const uint8_t *data, size_t l
                             const struct hs_otlp_profiles_limits *lim, char *err, size_t errlen)
 {
     if (lim && lim->max_decompressed && len > lim->max_decompressed)
-        return errf(err, errlen, HS_E2BIG, "request of %zu bytes exceeds max_decompressed (%llu)",
-                    len, (unsigned long long)lim->max_decompressed);
+        return hs_pprof_errf(err, errlen, HS_E2BIG,
+                             "request of %zu bytes exceeds max_decompressed (%llu)", len,
+                             (unsigned long long)lim->max_decompressed);
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy)
-        return errf(err, errlen, HS_ENOMEM, "out of memory");
+        return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     if (len)
         memcpy(copy, data, len);
     return decode_owned(b, copy, len, lim, err, errlen);
@@ -508,7 +500,7 @@ int hs_otlp_profiles_decode_json(struct hs_profiles *b, const char *json, size_t
         return rc;
     }
     if (!wire.data && hs_buf_reserve(&wire, 1) != 0)
-        return errf(err, errlen, HS_ENOMEM, "out of memory");
+        return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     return decode_owned(b, wire.data, wire.len, lim, err, errlen);
 }
 
