@@ -59,11 +59,6 @@ int hs_http_server_config_check(const struct hs_http_server_config *cf,
     return hs_tls_server_check(&cf->tls, hs_config_get(listener, "tls"), path, err);
 }
 
-/* Where TLS refusals are counted for servers started without a registry (the receivers): the
- * first one given, cleared when its server goes. */
-static struct hs_metrics *fallback_metrics;
-static const struct hs_http_server *fallback_owner;
-
 static double gauge_open(void *ud)
 {
     const struct hs_http_server *s = ud;
@@ -107,21 +102,28 @@ static void server_metrics(struct hs_http_server *s, struct hs_metrics *m)
     }
 }
 
-/* Zero means "use the default" for the limits, and "none" for the timeouts, for callers that
- * fill the struct by hand instead of through the field table. */
+/* A config filled by hand (tests, bench_sink) instead of decoded may leave a limit 0: a size or
+ * a count that cannot be 0 (its row's minimum is above it) then takes its row's default,
+ * decoded from the table as every config is; a duration left 0 means none. */
 static void apply_config(struct hs_http_server *s, const struct hs_http_server_config *cf)
 {
     s->conf = *cf;
     s->conf.endpoint = NULL;
     s->conf.tls = (struct hs_tls_server_config){0}; /* the caller's strings; s->tls has copies */
-    if (!s->conf.max_request_body_size)
-        s->conf.max_request_body_size = 20u << 20;
-    if (!s->conf.max_connections)
-        s->conf.max_connections = 1024;
-    if (!s->conf.max_header_size)
-        s->conf.max_header_size = 64u << 10;
-    if (!s->conf.max_concurrent_streams)
-        s->conf.max_concurrent_streams = 100;
+    struct hs_http_server_config def = {0};
+    struct hs_error err = {0};
+    hs_config_decode(hs_http_server_fields_common, NULL, &def, "", &err);
+    for (const struct hs_config_field *f = hs_http_server_fields_common; f->name; f++) {
+        if (f->min <= 0 || (f->type != HS_CFG_SIZE && f->type != HS_CFG_UINT))
+            continue;
+        size_t n = f->type == HS_CFG_SIZE ? sizeof(uint64_t) : sizeof(uint32_t);
+        uint8_t *v = (uint8_t *)&s->conf + f->offset;
+        static const uint8_t zero[sizeof(uint64_t)];
+        if (memcmp(v, zero, n) == 0)
+            memcpy(v, (const uint8_t *)&def + f->offset, n);
+    }
+    hs_config_free_fields(hs_http_server_fields_common, &def);
+    hs_error_free(&err);
     s->conf.max_connections_per_client =
         HS_MIN(s->conf.max_connections_per_client, s->conf.max_connections);
 }
@@ -139,15 +141,14 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
         return HS_EINVAL;
     }
     hs_http1_setup();
-    struct hs_metrics *m = opts->metrics ? opts->metrics : fallback_metrics;
     struct hs_tls_server *tls = NULL;
     /* the files are loaded before the socket exists, so a bad one leaves nothing open */
-    int rc = cf->tls_enabled ? hs_tls_server_new(&cf->tls, name,
-                                                 opts->versions == HS_HTTP_H2C_ONLY
-                                                     ? HS_TLS_ALPN_H2_ONLY
-                                                     : HS_TLS_ALPN_H2_HTTP1,
-                                                 m, &tls, err)
-                             : 0;
+    int rc = cf->tls_enabled
+                 ? hs_tls_server_new(&cf->tls, name,
+                                     opts->versions == HS_HTTP_H2C_ONLY ? HS_TLS_ALPN_H2_ONLY
+                                                                        : HS_TLS_ALPN_H2_HTTP1,
+                                     opts->metrics, &tls, err)
+                 : 0;
     if (rc)
         return rc;
     int fd = -1;
@@ -180,10 +181,6 @@ int hs_http_server_start(uv_loop_t *loop, const struct hs_http_server_opts *opts
         hs_error_addf(err, "%s: cannot listen on %s: %s", name, cf->endpoint, uv_strerror(rc));
         return rc;
     }
-    if (opts->metrics && !fallback_metrics) {
-        fallback_metrics = opts->metrics;
-        fallback_owner = s;
-    }
     if (s->tls)
         hs_log_info(s->name, "TLS on port %d (%s%s)", s->port, cf->tls.cert_file,
                     cf->tls.client_ca_file ? ", client certificates required" : "");
@@ -202,8 +199,6 @@ void hs_http_server_close(struct hs_http_server *s, void (*done)(void *ud), void
         hs_log_error(s->name, "hs_http_server_close called twice; the first done will fire");
         return;
     }
-    if (fallback_owner == s)
-        fallback_metrics = NULL, fallback_owner = NULL;
     hs_http_transport_close(s, done, ud);
 }
 

@@ -136,8 +136,8 @@ struct hs_http_server_opts {
     const struct hs_http_framing *framing;
     void *ud;
     enum hs_http_versions versions;
-    /* where TLS handshake failures are counted; NULL: the registry of the first server
-     * started with one (the admin endpoint starts before every component) */
+    /* where the listener's counts and its TLS handshake failures go (hotspan_http_server_*,
+     * hotspan_http_tls_handshake_failures_total); NULL: not counted (tests) */
     struct hs_metrics *metrics;
     /* The admin endpoint: its connections draw on the file descriptors kept in reserve, not on
      * the receivers' share (hs_http_server_set_file_limit), so it answers while they are full. */
