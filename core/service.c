@@ -264,11 +264,11 @@ static struct instance *shared_instance(struct hs_service *s, const char *id,
     return create_instance(in, type, path, err) == 0 ? in : NULL;
 }
 
-/* `create_procs` is false when the declared processors already failed their check, so their
- * errors are not reported once per pipeline again. */
-static void build_pipeline(struct hs_service *s, struct pipeline *p,
-                           const struct hs_config_node *pl, const struct hs_config_node *procs_sec,
-                           bool create_procs, struct hs_error *err)
+/* A pipeline's processors: its own instances, or the one of a shared type's id. */
+static void pipeline_processors(struct hs_service *s, struct pipeline *p,
+                                const struct hs_config_node *pl,
+                                const struct hs_config_node *procs_sec, bool create_procs,
+                                struct hs_error *err)
 {
     char path[256];
     struct pipeline_config *pc = &p->conf;
@@ -317,7 +317,18 @@ static void build_pipeline(struct hs_service *s, struct pipeline *p,
         if (create_instance(in, type, path, err) == 0)
             in->c->pipeline = hs_xstrdup(p->name);
     }
+}
 
+/* `create_procs` is false when the declared processors already failed their check, so their
+ * errors are not reported once per pipeline again. */
+static void build_pipeline(struct hs_service *s, struct pipeline *p,
+                           const struct hs_config_node *pl, const struct hs_config_node *procs_sec,
+                           bool create_procs, struct hs_error *err)
+{
+    char path[256];
+    struct pipeline_config *pc = &p->conf;
+
+    pipeline_processors(s, p, pl, procs_sec, create_procs, err);
     p->exporters = hs_xcalloc(pc->exporters.count, sizeof(*p->exporters));
     snprintf(path, sizeof(path), "service.pipelines.%s.exporters", p->name);
     for (size_t i = 0; i < pc->exporters.count; i++) {
