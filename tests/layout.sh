@@ -75,7 +75,8 @@ for f in $files; do
         fi
         to=$(layer "$target")
         [[ -n $to ]] || continue
-        may "$from" "$to" || complain "$f includes $target: $from may include only $(allowed "$from")"
+        may "$from" "$to" ||
+            complain "$f includes $target: $from may include only $(allowed "$from")"
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done
 
