@@ -16,7 +16,7 @@
 #include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
 #include "pdata/profiles.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 static const char usage[] =
     "usage: bench_json_mem [--size BYTES] [--only NAME]\n"

@@ -22,7 +22,7 @@
 #include "bench/bench_common.h"
 #include "bench/otlp_payload.h"
 #include "core/buf.h"
-#include "core/grpc.h"
+#include "net/grpc.h"
 
 static const char usage[] =
     "usage: bench_load_grpc [--target HOST:PORT] [--connections K] [--streams M]\n"

@@ -16,8 +16,8 @@
 #include "core/common.h"
 #include "core/compress.h"
 #include "core/errors.h"
-#include "core/grpc.h"
-#include "core/http_server.h"
+#include "net/grpc.h"
+#include "net/http_server.h"
 #include "core/log.h"
 
 static const char usage[] =
@@ -253,8 +253,11 @@ int main(int argc, char **argv)
         .max_connections = 4096,
         .max_header_size = 65536,
     };
-    struct hs_http_server_opts opts = {
-        .config = &conf, .name = "bench_sink", .handler = sink_handle, .ud = &s};
+    struct hs_http_server_opts opts = {.config = &conf,
+                                       .name = "bench_sink",
+                                       .handler = sink_handle,
+                                       .framing = &hs_grpc_framing,
+                                       .ud = &s};
     struct hs_error err = {0};
     int rc = hs_http_server_start(&s.loop, &opts, &s.http, &err);
     if (rc != 0) {

@@ -1,8 +1,6 @@
-/* component.c: delivery between components: all-or-nothing fan-out with readiness checks. */
+/* component.c: delivery between components: all-or-nothing fan-out with readiness checks, over
+ * batches it knows only through their struct hs_batch_ops. */
 #include "component.h"
-
-#include "pdata/profiles.h"
-#include "pdata/traces.h"
 
 static bool consumer_ready(const struct hs_consumer *c, enum hs_signal sig);
 
@@ -33,44 +31,28 @@ bool hs_consumer_ready(const struct hs_consumer *c)
     return consumer_ready(c, HS_SIGNAL_TRACES);
 }
 
-int hs_consumer_traces(struct hs_consumer *c, struct hs_traces *batch)
+static int consume(struct hs_component *t, enum hs_signal sig, void *batch)
 {
-    if (c->count == 0) {
-        hs_traces_unref(batch);
+    return sig == HS_SIGNAL_PROFILES ? t->type->consume_profiles(t, batch)
+                                     : t->type->consume_traces(t, batch);
+}
+
+int hs_consumer_deliver(struct hs_consumer *c, const struct hs_batch_ops *ops, void *batch)
+{
+    if (!c || c->count == 0) {
+        ops->unref(batch);
         return 0;
     }
     /* Single-threaded, so checking every target before delivering to any is atomic: a refused
      * batch was delivered nowhere, and the client's retry cannot duplicate it. */
-    if (!consumer_ready(c, HS_SIGNAL_TRACES)) {
-        hs_traces_unref(batch);
+    if (!consumer_ready(c, ops->signal)) {
+        ops->unref(batch);
         return HS_EAGAIN;
     }
     int rc = 0;
     for (size_t i = 0; i < c->count; i++) {
-        struct hs_traces *b = i + 1 < c->count ? hs_traces_ref(batch) : batch;
-        struct hs_component *t = c->targets[i];
-        int r = t->type->consume_traces(t, b);
-        if (r && !rc)
-            rc = r;
-    }
-    return rc;
-}
-
-int hs_consumer_profiles(struct hs_consumer *c, struct hs_profiles *batch)
-{
-    if (!c || c->count == 0) {
-        hs_profiles_unref(batch);
-        return 0;
-    }
-    if (!consumer_ready(c, HS_SIGNAL_PROFILES)) {
-        hs_profiles_unref(batch);
-        return HS_EAGAIN;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < c->count; i++) {
-        struct hs_profiles *b = i + 1 < c->count ? hs_profiles_ref(batch) : batch;
-        struct hs_component *t = c->targets[i];
-        int r = t->type->consume_profiles(t, b);
+        void *b = i + 1 < c->count ? ops->ref(batch) : batch;
+        int r = consume(c->targets[i], ops->signal, b);
         if (r && !rc)
             rc = r;
     }

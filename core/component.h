@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "consumer.h"
 #include "errors.h"
 
 struct hs_traces;
@@ -15,12 +16,9 @@ struct hs_profiles;
 struct hs_metrics;
 struct hs_admin;
 struct hs_component;
-struct hs_consumer;
 struct hs_service;
 
 enum hs_kind { HS_KIND_RECEIVER, HS_KIND_PROCESSOR, HS_KIND_EXPORTER };
-
-enum hs_signal { HS_SIGNAL_TRACES = 1 << 0, HS_SIGNAL_PROFILES = 1 << 1 };
 
 typedef void (*hs_done_cb)(struct hs_component *c);
 
@@ -28,7 +26,7 @@ typedef void (*hs_done_cb)(struct hs_component *c);
 struct hs_host {
     uv_loop_t *loop;
     struct hs_metrics *metrics;
-    struct hs_admin *admin; /* the admin endpoint, for extra pages (core/admin.h) */
+    struct hs_admin *admin; /* the admin endpoint, for extra pages (admin/admin.h) */
 };
 
 struct hs_component_type {
@@ -74,17 +72,6 @@ struct hs_component {
     struct hs_service *service;     /* the core's; components leave it alone */
 };
 
-/* A consumer is where a component's output goes: one or more components of the same signal
- * (a receiver in two pipelines, a pipeline's exporters). Delivery is all or nothing: if any
- * target is not ready, nothing is delivered and HS_EAGAIN is returned. Takes `batch`. */
-struct hs_consumer {
-    struct hs_component **targets;
-    size_t count;
-};
-
-int hs_consumer_traces(struct hs_consumer *c, struct hs_traces *batch);
-int hs_consumer_profiles(struct hs_consumer *c, struct hs_profiles *batch);
-bool hs_consumer_ready(const struct hs_consumer *c);
 bool hs_component_ready(struct hs_component *c);
 
 /* core/registry.c */

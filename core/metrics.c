@@ -11,12 +11,13 @@
 #include "component.h"
 #include "errors.h"
 #include "log.h"
+#include "queue.h"
 #include <stdio.h>
 
 enum series_kind { SERIES_COUNTER, SERIES_GAUGE, SERIES_HISTOGRAM };
 
 struct series {
-    struct series *next;
+    struct hs_queue link; /* in its family's series */
     char *labels;
     struct hs_counter counter;
     struct hs_histogram *hist;
@@ -29,11 +30,11 @@ struct family {
     char *name;
     char *help;
     enum series_kind kind;
-    struct series *series, **tail;
+    struct hs_queue series; /* in the order they were added */
 };
 
 struct health_source {
-    struct health_source *next;
+    struct hs_queue link; /* in m->health */
     char *component;
     const struct hs_health *h;
     void *ud;
@@ -41,7 +42,7 @@ struct health_source {
 
 struct hs_metrics {
     struct family *families, **tail;
-    struct health_source *health, **health_tail;
+    struct hs_queue health; /* in the order they were added */
     struct hs_ratelimit drop_log;
 };
 
@@ -49,7 +50,7 @@ struct hs_metrics *hs_metrics_new(void)
 {
     struct hs_metrics *m = hs_xcalloc(1, sizeof(*m));
     m->tail = &m->families;
-    m->health_tail = &m->health;
+    hs_queue_init(&m->health);
     m->drop_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 10);
     return m;
 }
@@ -60,8 +61,9 @@ void hs_metrics_free(struct hs_metrics *m)
         return;
     for (struct family *f = m->families, *fn; f; f = fn) {
         fn = f->next;
-        for (struct series *s = f->series, *sn; s; s = sn) {
-            sn = s->next;
+        while (!hs_queue_empty(&f->series)) {
+            struct series *s = hs_container_of(hs_queue_head(&f->series), struct series, link);
+            hs_queue_remove(&s->link);
             free(s->labels);
             free(s->hist);
             free(s);
@@ -70,8 +72,10 @@ void hs_metrics_free(struct hs_metrics *m)
         free(f->help);
         free(f);
     }
-    for (struct health_source *h = m->health, *hn; h; h = hn) {
-        hn = h->next;
+    while (!hs_queue_empty(&m->health)) {
+        struct health_source *h =
+            hs_container_of(hs_queue_head(&m->health), struct health_source, link);
+        hs_queue_remove(&h->link);
         free(h->component);
         free(h);
     }
@@ -88,18 +92,27 @@ static struct family *family_get(struct hs_metrics *m, const char *name, const c
     f->name = hs_xstrdup(name);
     f->help = hs_xstrdup(help ? help : "");
     f->kind = kind;
-    f->tail = &f->series;
+    hs_queue_init(&f->series);
     *m->tail = f;
     m->tail = &f->next;
     return f;
+}
+
+static struct series *series_find(struct family *f, const char *labels)
+{
+    for (struct hs_queue *q = hs_queue_head(&f->series); q != &f->series; q = q->next) {
+        struct series *s = hs_container_of(q, struct series, link);
+        if (strcmp(s->labels, labels) == 0)
+            return s;
+    }
+    return NULL;
 }
 
 static struct series *series_add(struct family *f, const char *labels)
 {
     struct series *s = hs_xcalloc(1, sizeof(*s));
     s->labels = hs_xstrdup(labels ? labels : "");
-    *f->tail = s;
-    f->tail = &s->next;
+    hs_queue_insert_tail(&f->series, &s->link);
     return s;
 }
 
@@ -108,10 +121,8 @@ struct hs_counter *hs_metrics_counter(struct hs_metrics *m, const char *name, co
 {
     struct family *f = family_get(m, name, help, SERIES_COUNTER);
     const char *l = labels ? labels : "";
-    for (struct series *s = f->series; s; s = s->next)
-        if (strcmp(s->labels, l) == 0)
-            return &s->counter;
-    return &series_add(f, l)->counter;
+    struct series *s = series_find(f, l);
+    return &(s ? s : series_add(f, l))->counter;
 }
 
 struct hs_histogram *hs_metrics_histogram(struct hs_metrics *m, const char *name, const char *help,
@@ -120,10 +131,10 @@ struct hs_histogram *hs_metrics_histogram(struct hs_metrics *m, const char *name
 {
     struct family *f = family_get(m, name, help, SERIES_HISTOGRAM);
     const char *l = labels ? labels : "";
-    for (struct series *s = f->series; s; s = s->next)
-        if (strcmp(s->labels, l) == 0)
-            return s->hist;
-    struct series *s = series_add(f, l);
+    struct series *s = series_find(f, l);
+    if (s)
+        return s->hist;
+    s = series_add(f, l);
     s->hist = hs_xcalloc(1, sizeof(*s->hist));
     s->hist->nbounds = (uint32_t)HS_MIN(nbounds, (size_t)HS_HISTOGRAM_MAX_BOUNDS);
     memcpy(s->hist->bounds, bounds, s->hist->nbounds * sizeof(*bounds));
@@ -173,45 +184,38 @@ void hs_metrics_gauge(struct hs_metrics *m, const char *name, const char *help, 
 void hs_metrics_gauge_remove(struct hs_metrics *m, void *ud)
 {
     for (struct family *f = m->families; f; f = f->next) {
-        struct series **pp = &f->series;
-        while (*pp) {
-            struct series *s = *pp;
+        for (struct hs_queue *q = hs_queue_head(&f->series), *next; q != &f->series; q = next) {
+            next = q->next;
+            struct series *s = hs_container_of(q, struct series, link);
             if (s->fn && s->ud == ud) {
-                *pp = s->next;
+                hs_queue_remove(q);
                 free(s->labels);
                 free(s);
-            } else {
-                pp = &s->next;
             }
         }
-        f->tail = &f->series;
-        while (*f->tail)
-            f->tail = &(*f->tail)->next;
     }
-    struct health_source **pp = &m->health;
-    while (*pp) {
-        struct health_source *h = *pp;
+    for (struct hs_queue *q = hs_queue_head(&m->health), *next; q != &m->health; q = next) {
+        next = q->next;
+        struct health_source *h = hs_container_of(q, struct health_source, link);
         if (h->ud == ud) {
-            *pp = h->next;
+            hs_queue_remove(q);
             free(h->component);
             free(h);
-        } else {
-            pp = &h->next;
         }
     }
-    m->health_tail = pp;
 }
 
 int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out)
 {
     int rc = 0;
     for (struct family *f = m->families; f && rc == 0; f = f->next) {
-        if (!f->series)
+        if (hs_queue_empty(&f->series))
             continue;
         static const char *const types[] = {"counter", "gauge", "histogram"};
         rc |= hs_buf_printf(out, "# HELP hotspan_%s %s\n# TYPE hotspan_%s %s\n", f->name, f->help,
                             f->name, types[f->kind]);
-        for (struct series *s = f->series; s; s = s->next) {
+        for (struct hs_queue *q = hs_queue_head(&f->series); q != &f->series; q = q->next) {
+            const struct series *s = hs_container_of(q, struct series, link);
             const char *open = s->labels[0] ? "{" : "", *close = s->labels[0] ? "}" : "";
             if (f->kind == SERIES_HISTOGRAM)
                 rc |= render_histogram(out, f->name, s);
@@ -310,14 +314,15 @@ void hs_metrics_health(struct hs_metrics *m, const char *component, const struct
     src->component = hs_xstrdup(component);
     src->h = h;
     src->ud = ud;
-    *m->health_tail = src;
-    m->health_tail = &src->next;
+    hs_queue_insert_tail(&m->health, &src->link);
 }
 
 size_t hs_metrics_health_each(struct hs_metrics *m, hs_health_visit_fn fn, void *arg)
 {
     size_t n = 0;
-    for (const struct health_source *src = m->health; src; src = src->next, n++)
+    for (const struct hs_queue *q = hs_queue_head(&m->health); q != &m->health; q = q->next, n++) {
+        const struct health_source *src = hs_container_of(q, struct health_source, link);
         fn(arg, src->component, src->h);
+    }
     return n;
 }

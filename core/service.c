@@ -7,9 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
-#include "auth.h"
-#include "tls.h"
 #include "buf.h"
 #include "common.h"
 #include "component.h"
@@ -28,59 +25,6 @@ static const struct hs_config_field pipeline_fields[] = {
      .doc = "processor ids, in order"},
     {"exporters", HS_CFG_STRLIST, offsetof(struct pipeline_config, exporters), NULL,
      .required = true, .doc = "exporter ids the pipeline fans out to"},
-    {0},
-};
-
-/* otelcol's health_check extension kept exporter failures out of readiness unless asked
- * (check_collector_pipeline); here the threshold is on by default, at otelcol's interval. */
-struct health_config {
-    uint64_t exporter_failure_threshold_ms;
-};
-
-static const struct hs_config_field health_fields[] = {
-    {"exporter_failure_threshold", HS_CFG_DURATION,
-     offsetof(struct health_config, exporter_failure_threshold_ms), "5m", .min = 0,
-     .max = 7 * 86400000LL,
-     .doc = "/healthz/ready (and /healthz) answer 503 once every send attempt of an exporter "
-            "has failed for this long with no success since; 0 = exporters never make it "
-            "unready"},
-    {0},
-};
-
-struct telemetry_config {
-    char *admin;
-    bool admin_tls_enabled;
-    struct hs_tls_server_config admin_tls;
-    bool admin_auth_enabled;
-    struct hs_auth_config admin_auth;
-    char *log_level;
-    char *log_format;
-    struct health_config health;
-};
-
-static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
-static const char *const log_formats[] = {"logfmt", "json", NULL};
-
-static const struct hs_config_field telemetry_fields[] = {
-    {"admin", HS_CFG_ENDPOINT, offsetof(struct telemetry_config, admin), "127.0.0.1:13133",
-     .doc = "admin endpoint: /healthz, /healthz/live, /healthz/ready, /metrics (and /ui); off "
-            "loopback only with admin_auth"},
-    {"admin_tls", HS_CFG_SECTION, offsetof(struct telemetry_config, admin_tls), NULL,
-     .sub = hs_tls_server_fields, .has_presence = true,
-     .presence_offset = offsetof(struct telemetry_config, admin_tls_enabled),
-     .doc = "serve the admin endpoint over TLS only (the keys of a listener's `tls:`)"},
-    {"admin_auth", HS_CFG_SECTION, offsetof(struct telemetry_config, admin_auth), NULL,
-     .sub = hs_auth_fields, .has_presence = true,
-     .presence_offset = offsetof(struct telemetry_config, admin_auth_enabled),
-     .doc = "credentials for /metrics and /ui (the keys of a receiver's `auth:`); the /healthz "
-            "probes stay open. A per-tenant token sees its own tenant's /ui only"},
-    {"log_level", HS_CFG_ENUM, offsetof(struct telemetry_config, log_level), "info",
-     .choices = log_levels, .doc = "least severe level logged"},
-    {"log_format", HS_CFG_ENUM, offsetof(struct telemetry_config, log_format), "logfmt",
-     .choices = log_formats, .doc = "log line format"},
-    {"health", HS_CFG_SECTION, offsetof(struct telemetry_config, health), NULL,
-     .sub = health_fields,
-     .doc = "what makes /healthz/ready answer 503 besides start-up and shutdown"},
     {0},
 };
 
@@ -110,15 +54,15 @@ struct pipeline {
 struct hs_service {
     struct hs_config_doc doc;
     struct hs_metrics *metrics;
-    struct telemetry_config tel;
+    const struct hs_telemetry_ops *tel_ops;
+    struct hs_telemetry *tel;
     struct instance *receivers, *exporters;
     size_t nreceivers, nexporters;
     struct instance *shared; /* processors of `shared` types: one instance per id */
     size_t nshared, cap_shared;
     struct pipeline *pipelines;
     size_t npipelines;
-    struct hs_admin *admin;
-    struct hs_auth *admin_auth; /* NULL: the admin endpoint is open */
+    struct hs_admin *admin; /* telemetry's admin endpoint, for the components' pages */
     uv_loop_t *loop;
     uint64_t started_ms;
     uint64_t shutdown_ms; /* service.shutdown_timeout; 0 = wait until everything is sent */
@@ -320,11 +264,11 @@ static struct instance *shared_instance(struct hs_service *s, const char *id,
     return create_instance(in, type, path, err) == 0 ? in : NULL;
 }
 
-/* `create_procs` is false when the declared processors already failed their check, so their
- * errors are not reported once per pipeline again. */
-static void build_pipeline(struct hs_service *s, struct pipeline *p,
-                           const struct hs_config_node *pl, const struct hs_config_node *procs_sec,
-                           bool create_procs, struct hs_error *err)
+/* A pipeline's processors: its own instances, or the one of a shared type's id. */
+static void pipeline_processors(struct hs_service *s, struct pipeline *p,
+                                const struct hs_config_node *pl,
+                                const struct hs_config_node *procs_sec, bool create_procs,
+                                struct hs_error *err)
 {
     char path[256];
     struct pipeline_config *pc = &p->conf;
@@ -373,7 +317,18 @@ static void build_pipeline(struct hs_service *s, struct pipeline *p,
         if (create_instance(in, type, path, err) == 0)
             in->c->pipeline = hs_xstrdup(p->name);
     }
+}
 
+/* `create_procs` is false when the declared processors already failed their check, so their
+ * errors are not reported once per pipeline again. */
+static void build_pipeline(struct hs_service *s, struct pipeline *p,
+                           const struct hs_config_node *pl, const struct hs_config_node *procs_sec,
+                           bool create_procs, struct hs_error *err)
+{
+    char path[256];
+    struct pipeline_config *pc = &p->conf;
+
+    pipeline_processors(s, p, pl, procs_sec, create_procs, err);
     p->exporters = hs_xcalloc(pc->exporters.count, sizeof(*p->exporters));
     snprintf(path, sizeof(path), "service.pipelines.%s.exporters", p->name);
     for (size_t i = 0; i < pc->exporters.count; i++) {
@@ -518,14 +473,7 @@ static int load_doc(struct hs_service *s, size_t before, struct hs_service **out
                       "unknown key (known: pipelines, shutdown_timeout, telemetry)");
         }
     }
-    if (hs_config_decode(telemetry_fields, tel, &s->tel, "service.telemetry", err) == 0) {
-        if (s->tel.admin_tls_enabled)
-            hs_tls_server_check(&s->tel.admin_tls, hs_config_get(tel, "admin_tls"),
-                                "service.telemetry.admin_tls", err);
-        if (s->tel.admin_auth_enabled) /* files read now: `hotspan validate` reports them */
-            hs_auth_new(&s->tel.admin_auth, hs_config_get(tel, "admin_auth"),
-                        "service.telemetry.admin_auth", &s->admin_auth, err);
-    }
+    s->tel = s->tel_ops->load(tel, err);
     load_section(s, root, HS_KIND_RECEIVER, &s->receivers, &s->nreceivers, err);
     load_section(s, root, HS_KIND_EXPORTER, &s->exporters, &s->nexporters, err);
     size_t before_procs = err->count;
@@ -547,10 +495,12 @@ fail:
     return HS_EINVAL;
 }
 
-int hs_service_load(const char *file, const char *text, size_t len, struct hs_service **out,
+int hs_service_load(const char *file, const char *text, size_t len,
+                    const struct hs_telemetry_ops *tel, struct hs_service **out,
                     struct hs_error *err)
 {
     struct hs_service *s = hs_xcalloc(1, sizeof(*s));
+    s->tel_ops = tel;
     size_t before = err->count;
     if (hs_config_parse(file, text, len, &s->doc, err) != 0) {
         hs_service_free(s);
@@ -559,9 +509,11 @@ int hs_service_load(const char *file, const char *text, size_t len, struct hs_se
     return load_doc(s, before, out, err);
 }
 
-int hs_service_load_file(const char *path, struct hs_service **out, struct hs_error *err)
+int hs_service_load_file(const char *path, const struct hs_telemetry_ops *tel,
+                         struct hs_service **out, struct hs_error *err)
 {
     struct hs_service *s = hs_xcalloc(1, sizeof(*s));
+    s->tel_ops = tel;
     size_t before = err->count;
     if (hs_config_parse_file(path, &s->doc, err) != 0) {
         hs_service_free(s);
@@ -570,7 +522,7 @@ int hs_service_load_file(const char *path, struct hs_service **out, struct hs_er
     return load_doc(s, before, out, err);
 }
 
-void hs_service_reference(struct hs_buf *out)
+void hs_service_reference(const struct hs_telemetry_ops *tel, struct hs_buf *out)
 {
     hs_buf_printf(out, "\n### service\n\n| key | type | default | bounds | doc |\n"
                        "|---|---|---|---|---|\n"
@@ -581,7 +533,7 @@ void hs_service_reference(struct hs_buf *out)
                        "pipeline: one instance sees both |\n"
                        "| `shutdown_timeout` | duration | `0` |  | longest drain on SIGTERM "
                        "before exiting 1; 0 waits until everything accepted is sent |\n");
-    hs_config_reference(telemetry_fields, "telemetry", out);
+    hs_config_reference(tel->fields, "telemetry", out);
 }
 
 uint64_t hs_service_shutdown_timeout(const struct hs_service *s)
@@ -629,8 +581,8 @@ void hs_service_free(struct hs_service *s)
     for (size_t i = 0; i < s->nexporters; i++)
         destroy_instance(&s->exporters[i]);
     free(s->exporters);
-    hs_config_free_fields(telemetry_fields, &s->tel);
-    hs_auth_free(s->admin_auth);
+    if (s->tel)
+        s->tel_ops->free(s->tel);
     hs_config_doc_free(&s->doc);
     hs_metrics_free(s->metrics);
     free(s);
@@ -687,20 +639,11 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
     s->loop = loop;
     s->started_ms = hs_now_ms();
     s->metrics = hs_metrics_new();
-    enum hs_log_level lvl = HS_LOG_INFO;
-    hs_log_level_parse(s->tel.log_level, &lvl);
-    hs_log_setup(lvl, strcmp(s->tel.log_format, "json") == 0);
-    for_each_instance(s, attach);
     hs_metrics_gauge(s->metrics, "process_uptime_seconds", "Seconds since the loop started", "",
                      gauge_uptime, s);
-
-    /* the admin endpoint first, so components can add pages to it (hs_admin_route) */
-    int rc = hs_admin_start(loop, s->tel.admin, s->tel.admin_tls_enabled ? &s->tel.admin_tls : NULL,
-                            s->metrics, &s->admin, err);
-    if (!rc) {
-        hs_admin_set_failure_threshold(s->admin, s->tel.health.exporter_failure_threshold_ms);
-        hs_admin_set_auth(s->admin, s->admin_auth);
-    }
+    /* logging, then the admin endpoint, so components can add pages to it (struct hs_host) */
+    int rc = s->tel_ops->start(s->tel, loop, s->metrics, &s->admin, err);
+    for_each_instance(s, attach); /* also when telemetry failed: shutdown needs it */
     /* downstream first: exporters, then processors back to front, then receivers */
     for (size_t i = 0; i < s->nexporters && !rc; i++)
         rc = start_one(s, &s->exporters[i], err);
@@ -711,7 +654,7 @@ int hs_service_start(struct hs_service *s, uv_loop_t *loop, struct hs_error *err
     for (size_t i = 0; i < s->nreceivers && !rc; i++)
         rc = start_one(s, &s->receivers[i], err);
     if (!rc) {
-        hs_admin_set_ready(s->admin, true); /* /healthz/ready answered 503 until now */
+        s->tel_ops->set_ready(s->tel, true); /* /healthz/ready answered 503 until now */
         hs_log_info(NULL, "hotspan %s started: %zu receivers, %zu pipelines, %zu exporters",
                     HS_VERSION, s->nreceivers, s->npipelines, s->nexporters);
     }
@@ -727,7 +670,7 @@ static void component_done(struct hs_component *c)
         shutdown_step(s);
 }
 
-static void admin_closed(void *ud)
+static void telemetry_closed(void *ud)
 {
     struct hs_service *s = ud;
     s->admin = NULL;
@@ -786,10 +729,7 @@ static void shutdown_step(struct hs_service *s)
         return;
     case 2:
         s->phase = 3;
-        if (s->admin)
-            hs_admin_close(s->admin, admin_closed, s);
-        else
-            admin_closed(s);
+        s->tel_ops->close(s->tel, telemetry_closed, s);
         return;
     }
 }
@@ -799,8 +739,7 @@ void hs_service_shutdown(struct hs_service *s, void (*done)(void *ud), void *ud)
     s->done = done;
     s->done_ud = ud;
     s->phase = 0;
-    if (s->admin)
-        hs_admin_set_ready(s->admin, false);
+    s->tel_ops->set_ready(s->tel, false);
     hs_log_info(NULL, "shutting down: receivers stop accepting");
     stop_all(s, s->receivers, s->nreceivers);
 }

@@ -12,7 +12,7 @@
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/config.h"
-#include "core/http_client.h"
+#include "net/http_client.h"
 #include "core/log.h"
 #include "demo/demo.h"
 

@@ -105,7 +105,7 @@ int hs_demo_goroutines_upload(struct hs_demo_model *m, int64_t from_ns, int64_t 
 
 struct hs_demo;
 
-/* Starts sending on loop (libcurl through core/http_client.h). Returns NULL when the HTTP client
+/* Starts sending on loop (libcurl through net/http_client.h). Returns NULL when the HTTP client
  * cannot be made. */
 struct hs_demo *hs_demo_start(uv_loop_t *loop, const struct hs_demo_targets *t, uint64_t seed);
 /* Stops generating, sends a last profile per service (so the last requests are covered), waits

@@ -14,8 +14,8 @@
 #include "core/compress.h"
 #include "core/config.h"
 #include "core/config_internal.h" /* hs_cfg_url_problem: endpoint is a URL or host:port */
-#include "core/grpc.h"
-#include "core/http_client.h"
+#include "net/grpc.h"
+#include "net/http_client.h"
 #include "core/log.h"
 #include "exporters/otlp.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"

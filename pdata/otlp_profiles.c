@@ -1,7 +1,9 @@
 /* otlp_profiles.c: an ExportProfilesServiceRequest in: a walk of the wire bytes first (nesting and
  * counts bounded before protobuf-c allocates or recurses), protobuf-c into an arena, the checks of
  * otlp_profiles_check.c, then one batch item per Profile (and sample service) with the labels
- * Pyroscope's OTLP ingestion gives it and the summary of the pprof it converts to. */
+ * Pyroscope's OTLP ingestion gives it and the summary of the pprof it converts to; and, for a
+ * Pyroscope exporter, a batch's items as that pprof (hs_profiles_to_pprof, through
+ * otlp_profiles_pprof.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,18 +26,6 @@
 #define RESOURCE_DESC opentelemetry__proto__resource__v1__resource__descriptor
 #define SCOPE_DESC opentelemetry__proto__common__v1__instrumentation_scope__descriptor
 #define ANY_DESC opentelemetry__proto__common__v1__any_value__descriptor
-
-__attribute__((format(printf, 4, 5))) static int errf(char *err, size_t errlen, int code,
-                                                      const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* ---- the wire walk --------------------------------------------------------------------------- */
 
@@ -76,7 +66,7 @@ __attribute__((format(printf, 3, 4))) static int walk_fail(struct walk *w, int c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return errf(w->err, w->errlen, code, "%s%s%s", path, n ? ": " : "", msg);
+    return hs_pprof_errf(w->err, w->errlen, code, "%s%s%s", path, n ? ": " : "", msg);
 }
 
 static bool rd_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
@@ -217,45 +207,6 @@ static void pb_free_fn(void *ud, void *p)
     (void)p; /* the arena goes at once */
 }
 
-const char *hs_otlp_kv_key(const struct hs_otlp_request *r, const op_kv *kv)
-{
-    if (kv->key[0] == '\0' && kv->key_strindex > 0 &&
-        (size_t)kv->key_strindex < r->dict->n_string_table)
-        return r->dict->string_table[kv->key_strindex];
-    return kv->key;
-}
-
-static const char *single_string(const struct hs_otlp_request *r, const op_any *v, char buf[24])
-{
-    switch (v->value_case) {
-    case OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE:
-        return v->string_value;
-    case OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE:
-        snprintf(buf, 24, "%lld", (long long)v->int_value);
-        return buf;
-    case OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE_STRINDEX:
-        /* Pyroscope reads only string_value; this signal may put strings in the dictionary */
-        if (v->string_value_strindex >= 0 &&
-            (size_t)v->string_value_strindex < r->dict->n_string_table)
-            return r->dict->string_table[v->string_value_strindex];
-        return "";
-    default:
-        return "";
-    }
-}
-
-const char *hs_otlp_any_string(const struct hs_otlp_request *r, const op_any *v, char buf[24])
-{
-    if (!v)
-        return "";
-    const char *s = single_string(r, v, buf);
-    if (*s == '\0' &&
-        v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE &&
-        v->array_value->n_values == 1)
-        s = single_string(r, v->array_value->values[0], buf);
-    return s;
-}
-
 /* Pyroscope's getServiceNameFromAttributes: service.name, else "unknown_service" followed by
  * ":<process.executable.name>" when the resource names its executable. */
 static const char *resource_service(struct hs_otlp_request *r, const op_resource_profiles *rp)
@@ -289,17 +240,18 @@ static int list_profiles(struct hs_otlp_request *r, char *err, size_t errlen)
         for (size_t j = 0; j < q->resource_profiles[i]->n_scope_profiles; j++)
             n += q->resource_profiles[i]->scope_profiles[j]->n_profiles;
     if (n > UINT32_MAX / 2)
-        return errf(err, errlen, HS_E2BIG, "too many profiles (%zu)", n);
+        return hs_pprof_errf(err, errlen, HS_E2BIG, "too many profiles (%zu)", n);
     r->profiles = hs_arena_alloc(r->arena, (n ? n : 1) * sizeof(*r->profiles));
     if (!r->profiles)
-        return errf(err, errlen, HS_E2BIG, "decoded request exceeds the memory limit");
+        return hs_pprof_errf(err, errlen, HS_E2BIG, "decoded request exceeds the memory limit");
     for (size_t i = 0; i < q->n_resource_profiles; i++) {
         const op_resource_profiles *rp = q->resource_profiles[i];
         const char *svc = NULL;
         for (size_t j = 0; j < rp->n_scope_profiles; j++) {
             const op_scope_profiles *sp = rp->scope_profiles[j];
             if (sp->n_profiles && !svc && !(svc = resource_service(r, rp)))
-                return errf(err, errlen, HS_E2BIG, "decoded request exceeds the memory limit");
+                return hs_pprof_errf(err, errlen, HS_E2BIG,
+                                     "decoded request exceeds the memory limit");
             for (size_t k = 0; k < sp->n_profiles; k++)
                 r->profiles[r->nprofiles++] = (struct op_ref){
                     sp->profiles[k], rp, sp, (uint32_t)i, (uint32_t)j, (uint32_t)k, svc};
@@ -321,8 +273,9 @@ int hs_otlp_request_parse(const uint8_t *data, size_t len,
         err[0] = '\0';
     *out = NULL;
     if (lim->max_decompressed && len > lim->max_decompressed)
-        return errf(err, errlen, HS_E2BIG, "request of %zu bytes exceeds max_decompressed (%llu)",
-                    len, (unsigned long long)lim->max_decompressed);
+        return hs_pprof_errf(err, errlen, HS_E2BIG,
+                             "request of %zu bytes exceeds max_decompressed (%llu)", len,
+                             (unsigned long long)lim->max_decompressed);
     struct walk w = {.lim = lim,
                      .max_vdepth = lim->max_value_depth ? lim->max_value_depth : 32,
                      .err = err,
@@ -336,7 +289,7 @@ int hs_otlp_request_parse(const uint8_t *data, size_t len,
     struct hs_otlp_request *r = a ? hs_arena_alloc(a, sizeof(*r)) : NULL;
     if (!r) {
         hs_arena_free(a);
-        return errf(err, errlen, HS_ENOMEM, "out of memory");
+        return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     }
     memset(r, 0, sizeof(*r));
     r->arena = a;
@@ -345,10 +298,11 @@ int hs_otlp_request_parse(const uint8_t *data, size_t len,
     ProtobufCAllocator alloc = {.alloc = pb_alloc_fn, .free = pb_free_fn, .allocator_data = &pa};
     r->req = (const op_request *)protobuf_c_message_unpack(&REQ_DESC, &alloc, len, data);
     if (!r->req) {
-        rc = pa.full ? errf(err, errlen, HS_E2BIG,
-                            "decoded request exceeds the memory limit (%zu bytes)", cap)
-                     : errf(err, errlen, HS_EINVAL,
-                            "not an ExportProfilesServiceRequest: protobuf decoding failed");
+        rc = pa.full
+                 ? hs_pprof_errf(err, errlen, HS_E2BIG,
+                                 "decoded request exceeds the memory limit (%zu bytes)", cap)
+                 : hs_pprof_errf(err, errlen, HS_EINVAL,
+                                 "not an ExportProfilesServiceRequest: protobuf decoding failed");
         goto fail;
     }
     r->dict = r->req->dictionary ? r->req->dictionary : &empty;
@@ -372,65 +326,6 @@ void hs_otlp_request_free(struct hs_otlp_request *r)
 uint32_t hs_otlp_request_profiles(const struct hs_otlp_request *r)
 {
     return r->nprofiles;
-}
-
-/* ---- samples by service ---------------------------------------------------------------------- */
-
-/* Pyroscope's serviceNameFromSample: the first sample attribute keyed service.name; its value when
- * not empty, else the resource's service. */
-static const char *sample_service(const struct hs_otlp_request *r, const struct op_ref *ref,
-                                  const op_sample *s, char buf[24])
-{
-    const op_dict *d = r->dict;
-    for (size_t i = 0; i < s->n_attribute_indices; i++) {
-        const op_kvu *a = d->attribute_table[s->attribute_indices[i]];
-        if (strcmp(d->string_table[a->key_strindex], OP_SERVICE_NAME) == 0) {
-            const char *v = hs_otlp_any_string(r, a->value, buf);
-            return *v ? v : ref->service;
-        }
-    }
-    return ref->service;
-}
-
-static uint64_t fnv(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-    return h;
-}
-
-int hs_otlp_groups(const struct hs_otlp_request *r, uint32_t index, struct hs_arena *a,
-                   struct op_groups *g)
-{
-    const struct op_ref *ref = &r->profiles[index];
-    size_t ns = ref->prof->n_samples, cap = 16;
-    while (cap < 2 * ns)
-        cap *= 2;
-    g->n = 0;
-    g->names = hs_arena_alloc(a, (ns ? ns : 1) * sizeof(char *));
-    g->of_sample = hs_arena_alloc(a, (ns ? ns : 1) * sizeof(uint32_t));
-    uint32_t *slot = hs_arena_alloc(a, cap * sizeof(uint32_t));
-    if (!g->names || !g->of_sample || !slot)
-        return HS_ENOMEM;
-    memset(slot, 0xff, cap * sizeof(uint32_t));
-    for (size_t i = 0; i < ns; i++) {
-        char buf[24];
-        const char *svc = sample_service(r, ref, ref->prof->samples[i], buf);
-        size_t h = fnv(svc) & (cap - 1);
-        while (slot[h] != UINT32_MAX && strcmp(g->names[slot[h]], svc) != 0)
-            h = (h + 1) & (cap - 1);
-        if (slot[h] == UINT32_MAX) {
-            if (svc == buf && !(svc = hs_arena_strndup(a, buf, strlen(buf))))
-                return HS_ENOMEM;
-            slot[h] = g->n;
-            g->names[g->n++] = svc;
-        }
-        g->of_sample[i] = slot[h];
-    }
-    if (ns == 0)
-        g->names[g->n++] = ref->service;
-    return 0;
 }
 
 /* ---- labels ---------------------------------------------------------------------------------- */
@@ -513,25 +408,25 @@ static int add_profile(struct hs_profiles *b, struct hs_otlp_request *r, uint32_
     struct op_groups g;
     hs_arena_reset(s->groups);
     if (hs_otlp_groups(r, k, s->groups, &g))
-        return errf(err, errlen, HS_ENOMEM, "out of memory");
+        return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     for (uint32_t gi = 0; gi < g.n; gi++) {
         struct op_pprof pp;
         hs_arena_reset(s->tree);
         int rc = hs_otlp_build_pprof(r, k, g.of_sample, gi, 0, s->tree, &pp);
         if (rc)
-            return errf(err, errlen, rc, "profiles[%u]: converted profile exceeds the memory limit",
-                        k);
+            return hs_pprof_errf(err, errlen, rc,
+                                 "profiles[%u]: converted profile exceeds the memory limit", k);
         struct hs_profile *p = hs_profile_new();
         if (!p)
-            return errf(err, errlen, HS_ENOMEM, "out of memory");
+            return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
         p->otlp_index = k;
         if ((rc = item_labels(p, r, &r->profiles[k], g.names[gi], pp.name)) ||
             (rc = hs_pprof_summarize_pb(pp.pb, s->tree, p, err, errlen))) {
             hs_profile_free(p);
-            return rc == HS_ENOMEM ? errf(err, errlen, rc, "out of memory") : rc;
+            return rc == HS_ENOMEM ? hs_pprof_errf(err, errlen, rc, "out of memory") : rc;
         }
         if ((rc = hs_profiles_add(b, p))) /* takes p */
-            return errf(err, errlen, rc, "out of memory");
+            return hs_pprof_errf(err, errlen, rc, "out of memory");
     }
     return 0;
 }
@@ -556,7 +451,7 @@ static int decode_owned(struct hs_profiles *b, uint8_t *data, size_t len,
     }
     struct scratch s = {hs_arena_new(4096, 0), hs_arena_new(65536, OP_TREE_CAP(len))};
     if (!s.groups || !s.tree)
-        rc = errf(err, errlen, HS_ENOMEM, "out of memory");
+        rc = hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     for (uint32_t k = 0; rc == 0 && k < r->nprofiles; k++)
         rc = add_profile(b, r, k, &s, err, errlen);
     uint32_t nprofiles = r->nprofiles;
@@ -580,11 +475,12 @@ int hs_otlp_profiles_decode(struct hs_profiles *b, const uint8_t *data, size_t l
                             const struct hs_otlp_profiles_limits *lim, char *err, size_t errlen)
 {
     if (lim && lim->max_decompressed && len > lim->max_decompressed)
-        return errf(err, errlen, HS_E2BIG, "request of %zu bytes exceeds max_decompressed (%llu)",
-                    len, (unsigned long long)lim->max_decompressed);
+        return hs_pprof_errf(err, errlen, HS_E2BIG,
+                             "request of %zu bytes exceeds max_decompressed (%llu)", len,
+                             (unsigned long long)lim->max_decompressed);
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy)
-        return errf(err, errlen, HS_ENOMEM, "out of memory");
+        return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     if (len)
         memcpy(copy, data, len);
     return decode_owned(b, copy, len, lim, err, errlen);
@@ -604,6 +500,47 @@ int hs_otlp_profiles_decode_json(struct hs_profiles *b, const char *json, size_t
         return rc;
     }
     if (!wire.data && hs_buf_reserve(&wire, 1) != 0)
-        return errf(err, errlen, HS_ENOMEM, "out of memory");
+        return hs_pprof_errf(err, errlen, HS_ENOMEM, "out of memory");
     return decode_owned(b, wire.data, wire.len, lim, err, errlen);
+}
+
+int hs_profiles_to_pprof(struct hs_profiles *b, char *err, size_t errlen)
+{
+    char dummy[1];
+    if (!err || !errlen)
+        err = dummy, errlen = sizeof(dummy);
+    err[0] = '\0';
+    uint32_t todo = 0;
+    for (uint32_t i = 0; b->format == HS_PROFILES_OTLP && i < b->count; i++)
+        todo += b->items[i]->raw == NULL;
+    if (todo == 0)
+        return 0;
+    /* the bytes passed the receiver's limits once; the attribute nesting is the one limit that
+     * also bounds the decoder's recursion, so it is the one given again (as high as any) */
+    static const struct hs_otlp_profiles_limits again = {.max_value_depth = 1u << 20};
+    struct hs_otlp_request *r;
+    int rc = hs_otlp_request_parse(b->request, b->request_len, &again, &r, err, errlen);
+    if (rc)
+        return rc; /* not for a batch hs_otlp_profiles_decode made: its bytes passed this */
+    struct hs_arena *ga = hs_arena_new(4096, 0);
+    struct hs_arena *ta = hs_arena_new(65536, OP_TREE_CAP(b->request_len));
+    struct hs_buf gz = {0};
+    rc = ga && ta ? 0 : HS_ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < b->count; i++) {
+        struct hs_profile *p = b->items[i];
+        if (p->raw)
+            continue;
+        hs_arena_reset(ga);
+        hs_arena_reset(ta);
+        rc = hs_otlp_convert(r, p->otlp_index, p->service, p->from_ns, ga, ta, &gz, err, errlen);
+        if (rc == 0 && (rc = hs_profile_set_raw(p, gz.data, gz.len)) == 0)
+            b->bytes += gz.len;
+    }
+    if (rc == HS_ENOMEM)
+        snprintf(err, errlen, "out of memory");
+    hs_buf_free(&gz);
+    hs_arena_free(ga);
+    hs_arena_free(ta);
+    hs_otlp_request_free(r);
+    return rc;
 }

@@ -87,8 +87,9 @@ struct op_pprof {
 int hs_otlp_check(const struct hs_otlp_request *r, const struct hs_otlp_profiles_limits *lim,
                   char *err, size_t errlen);
 
-/* otlp_profiles.c: an attribute value as Pyroscope reads it for labels (a string, an integer in
- * decimal, or the one element of an array of one); "" otherwise. buf holds a formatted integer. */
+/* otlp_profiles_read.c: an attribute value as Pyroscope reads it for labels (a string, an
+ * integer in decimal, or the one element of an array of one); "" otherwise. buf holds a
+ * formatted integer. */
 const char *hs_otlp_any_string(const struct hs_otlp_request *r, const op_any *v, char buf[24]);
 /* A KeyValue's key: `key`, or the dictionary string key_strindex names. */
 const char *hs_otlp_kv_key(const struct hs_otlp_request *r, const op_kv *kv);
@@ -105,6 +106,14 @@ int hs_otlp_build_pprof(struct hs_otlp_request *r, uint32_t index, const uint32_
 
 /* otlp_profiles_pprof.c: frees what the conversions of a request kept (NULL: nothing). */
 void hs_otlp_maps_free(struct op_maps *m);
+
+/* otlp_profiles_pprof.c: the gzipped pprof of profile `index` (the samples of `service` only,
+ * when not NULL) into gz, its time replaced by time_ns when not 0; ga and ta are scratch (the
+ * grouping and the tree) for the caller to reset. 0, HS_ENOMEM, HS_E2BIG or HS_EINVAL (no
+ * such service), with err set. */
+int hs_otlp_convert(struct hs_otlp_request *r, uint32_t index, const char *service, int64_t time_ns,
+                    struct hs_arena *ga, struct hs_arena *ta, struct hs_buf *gz, char *err,
+                    size_t errlen);
 
 /* The bound on one built pprof's arena: its tree repeats per sample what the request says once. */
 #define OP_TREE_CAP(request_len) ((size_t)(request_len)*64 + ((size_t)64 << 20))

@@ -1,7 +1,7 @@
 /* otlp_profiles_pprof.c: one OTLP Profile (with the request's dictionary) as the pprof Pyroscope's
  * own OTLP ingestion makes of it (grafana/pyroscope pkg/ingester/otlp/convert.go): the tree is
  * built once per batch item, summarized by the pprof code, and packed and gzipped only when a
- * Pyroscope exporter asks (hs_profiles_to_pprof). */
+ * Pyroscope exporter asks (hs_profiles_to_pprof, in otlp_profiles.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,9 +529,9 @@ static uint32_t group_of(const struct op_groups *g, const char *service)
     return UINT32_MAX;
 }
 
-static int convert_one(struct hs_otlp_request *r, uint32_t index, const char *service,
-                       int64_t time_ns, struct hs_arena *ga, struct hs_arena *ta, struct hs_buf *gz,
-                       char *err, size_t errlen)
+int hs_otlp_convert(struct hs_otlp_request *r, uint32_t index, const char *service, int64_t time_ns,
+                    struct hs_arena *ga, struct hs_arena *ta, struct hs_buf *gz, char *err,
+                    size_t errlen)
 {
     struct op_groups g;
     const uint32_t *of_sample = NULL;
@@ -566,53 +566,12 @@ int hs_otlp_profile_to_pprof(struct hs_otlp_request *r, uint32_t index, const ch
     struct hs_arena *ga = hs_arena_new(4096, 0);
     struct hs_arena *ta = hs_arena_new(65536, OP_TREE_CAP(r->len));
     struct hs_buf gz = {0};
-    int rc =
-        ga && ta ? convert_one(r, index, service, time_ns, ga, ta, &gz, err, errlen) : HS_ENOMEM;
+    int rc = ga && ta ? hs_otlp_convert(r, index, service, time_ns, ga, ta, &gz, err, errlen)
+                      : HS_ENOMEM;
     if (rc == 0)
         rc = hs_buf_append(out, gz.data, gz.len);
     hs_buf_free(&gz);
     hs_arena_free(ga);
     hs_arena_free(ta);
-    return rc;
-}
-
-int hs_profiles_to_pprof(struct hs_profiles *b, char *err, size_t errlen)
-{
-    char dummy[1];
-    if (!err || !errlen)
-        err = dummy, errlen = sizeof(dummy);
-    err[0] = '\0';
-    uint32_t todo = 0;
-    for (uint32_t i = 0; b->format == HS_PROFILES_OTLP && i < b->count; i++)
-        todo += b->items[i]->raw == NULL;
-    if (todo == 0)
-        return 0;
-    /* the bytes passed the receiver's limits once; the attribute nesting is the one limit that
-     * also bounds the decoder's recursion, so it is the one given again (as high as any) */
-    static const struct hs_otlp_profiles_limits again = {.max_value_depth = 1u << 20};
-    struct hs_otlp_request *r;
-    int rc = hs_otlp_request_parse(b->request, b->request_len, &again, &r, err, errlen);
-    if (rc)
-        return rc; /* not for a batch hs_otlp_profiles_decode made: its bytes passed this */
-    struct hs_arena *ga = hs_arena_new(4096, 0);
-    struct hs_arena *ta = hs_arena_new(65536, OP_TREE_CAP(b->request_len));
-    struct hs_buf gz = {0};
-    rc = ga && ta ? 0 : HS_ENOMEM;
-    for (uint32_t i = 0; rc == 0 && i < b->count; i++) {
-        struct hs_profile *p = b->items[i];
-        if (p->raw)
-            continue;
-        hs_arena_reset(ga);
-        hs_arena_reset(ta);
-        rc = convert_one(r, p->otlp_index, p->service, p->from_ns, ga, ta, &gz, err, errlen);
-        if (rc == 0 && (rc = hs_profile_set_raw(p, gz.data, gz.len)) == 0)
-            b->bytes += gz.len;
-    }
-    if (rc == HS_ENOMEM)
-        snprintf(err, errlen, "out of memory");
-    hs_buf_free(&gz);
-    hs_arena_free(ga);
-    hs_arena_free(ta);
-    hs_otlp_request_free(r);
     return rc;
 }

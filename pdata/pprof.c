@@ -13,17 +13,6 @@
 
 typedef Perftools__Profiles__Profile pb_profile;
 
-int hs_pprof_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 /* Eight bytes at a time while they are ASCII, which names and paths nearly always are. */
 bool hs_pprof_utf8_valid(const char *str, size_t len)
 {

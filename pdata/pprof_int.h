@@ -1,11 +1,14 @@
 /* pprof_int.h: what the pprof files share: the decode context (pprof.c checks it, then
- * pprof_summary.c walks it) and the small helpers both need. Not for other modules. */
+ * pprof_summary.c walks it) and the small helpers both need. Not for other modules. pprof.c
+ * calls pprof_summary.c, never the other way. */
 #ifndef HS_PPROF_INT_H
 #define HS_PPROF_INT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "perftools/profiles/profile.pb-c.h"
 #include "pdata/profiles.h"
@@ -70,9 +73,19 @@ static inline int64_t pp_add(int64_t a, int64_t b)
 /* True when s[0..len) is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF). */
 bool hs_pprof_utf8_valid(const char *s, size_t len);
 
-/* Writes the message into err (when there is room) and returns code. */
-int hs_pprof_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Writes the message into err (when there is room) and returns code. Inline, so that the
+ * pprof files below pprof.c (pprof_summary.c) need not call back up into it. */
+static inline __attribute__((format(printf, 4, 5))) int
+hs_pprof_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
 
 /* pprof_summary.c: fills p->summary from a checked profile (strings copied into p->arena).
  * Returns 0, HS_ENOMEM, or HS_E2BIG past the temporary arena's limit. */

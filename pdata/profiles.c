@@ -159,3 +159,15 @@ void hs_profiles_unref(struct hs_profiles *b)
     free(b->tenant);
     free(b);
 }
+
+static void *ops_ref(void *b)
+{
+    return hs_profiles_ref(b);
+}
+
+static void ops_unref(void *b)
+{
+    hs_profiles_unref(b);
+}
+
+const struct hs_batch_ops hs_profiles_ops = {HS_SIGNAL_PROFILES, ops_ref, ops_unref};

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/consumer.h"
+
 struct hs_arena;
 struct hs_buf;
 
@@ -127,6 +129,14 @@ struct hs_profiles *hs_profiles_new(const char *tenant);
 int hs_profiles_add(struct hs_profiles *b, struct hs_profile *p);
 struct hs_profiles *hs_profiles_ref(struct hs_profiles *b);
 void hs_profiles_unref(struct hs_profiles *b);
+
+/* How delivery takes and drops references on a profiles batch. */
+extern const struct hs_batch_ops hs_profiles_ops;
+/* Delivers `batch` (taken) to a consumer's targets, all or nothing (hs_consumer_deliver). */
+static inline int hs_consumer_profiles(struct hs_consumer *c, struct hs_profiles *batch)
+{
+    return hs_consumer_deliver(c, &hs_profiles_ops, batch);
+}
 
 /* ---- pprof (pdata/pprof.c) -------------------------------------------------------------- */
 

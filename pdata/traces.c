@@ -51,6 +51,18 @@ void hs_traces_unref(struct hs_traces *t)
     free(t);
 }
 
+static void *ops_ref(void *t)
+{
+    return hs_traces_ref(t);
+}
+
+static void ops_unref(void *t)
+{
+    hs_traces_unref(t);
+}
+
+const struct hs_batch_ops hs_traces_ops = {HS_SIGNAL_TRACES, ops_ref, ops_unref};
+
 int hs_traces_make_writable(struct hs_traces **t)
 {
     struct hs_traces *old = *t;

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/consumer.h"
+
 /* Longest tenant id (X-Scope-OrgID), as Cortex, Mimir, Tempo and Pyroscope bound it. */
 #define HS_TENANT_MAX 150
 
@@ -37,6 +39,14 @@ struct hs_traces *hs_traces_wrap(uint8_t *data, size_t len, size_t cap, uint32_t
 /* Returns a new reference. */
 struct hs_traces *hs_traces_ref(struct hs_traces *t);
 void hs_traces_unref(struct hs_traces *t);
+
+/* How delivery takes and drops references on a traces batch. */
+extern const struct hs_batch_ops hs_traces_ops;
+/* Delivers `batch` (taken) to a consumer's targets, all or nothing (hs_consumer_deliver). */
+static inline int hs_consumer_traces(struct hs_consumer *c, struct hs_traces *batch)
+{
+    return hs_consumer_deliver(c, &hs_traces_ops, batch);
+}
 /* Copy on write: a no-op for the sole holder; otherwise *t becomes a private copy and one
  * reference on the shared batch is dropped. Returns 0 or HS_ENOMEM (then *t is unchanged). */
 int hs_traces_make_writable(struct hs_traces **t);

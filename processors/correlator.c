@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/admin.h"
+#include "admin/admin.h"
 #include "core/buf.h"
 #include "core/semconv.h"
 #include "pdata/frames.h"

@@ -12,10 +12,10 @@
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/arena.h"
-#include "core/auth.h"
+#include "net/auth.h"
 #include "core/config.h"
-#include "core/grpc.h"
-#include "core/http_server.h"
+#include "net/grpc.h"
+#include "net/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "google/rpc/status.pb-c.h"
@@ -512,7 +512,7 @@ static bool http_precheck(struct otlp *r, struct hs_http_request *req, enum body
 }
 
 /* The server's on_headers for OTLP/HTTP: a request refused by its headers is answered before
- * its body is read (core/http_server.h says what the client sees). */
+ * its body is read (net/http_server.h says what the client sees). */
 static void otlp_headers(void *ud, struct hs_http_request *req)
 {
     enum body_type type;
@@ -670,6 +670,7 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
                                                  .handler = otlp_handle,
                                                  .on_headers = otlp_headers,
                                                  .on_too_large = otlp_too_large,
+                                                 .framing = &hs_grpc_framing,
                                                  .ud = r,
                                                  .metrics = host->metrics};
         rc = hs_http_server_start(host->loop, &opts, &r->servers[TR_HTTP], &err);
@@ -681,6 +682,7 @@ static int otlp_start(struct hs_component *c, const struct hs_host *host)
                                                  .name = r->grpc_name,
                                                  .handler = otlp_grpc_handle,
                                                  .on_headers = otlp_grpc_headers,
+                                                 .framing = &hs_grpc_framing,
                                                  .ud = r,
                                                  .versions = HS_HTTP_H2C_ONLY,
                                                  .metrics = host->metrics};

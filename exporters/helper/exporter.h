@@ -12,7 +12,7 @@
 
 #include "core/component.h"
 #include "core/config.h"
-#include "core/tls.h"
+#include "net/tls.h"
 #include "sender.h"
 
 /* ---- the shared config rows ----------------------------------------------------------------

@@ -12,7 +12,7 @@
 
 #include "core/buf.h"
 #include "core/config.h"
-#include "core/http_client.h"
+#include "net/http_client.h"
 
 struct hs_sender;
 struct hs_metrics;
@@ -102,7 +102,7 @@ enum hs_sender_verdict { HS_SENDER_SENT = 1, HS_SENDER_RETRY, HS_SENDER_PERMANEN
 struct hs_sender_options;
 
 /* How a request travels. The default (hs_sender_options.transport NULL) is an HTTP POST through
- * core/http_client.h; an exporter with another wire brings its own, e.g. a NATS publish whose
+ * net/http_client.h; an exporter with another wire brings its own, e.g. a NATS publish whose
  * JetStream ack is the answer (url: the subject; lines: message headers). An answer is an
  * hs_http_result whatever the wire: status 2xx is sent, 0 (no answer, see error) and the
  * statuses of the default classification are retried or permanent. */
@@ -131,7 +131,7 @@ struct hs_sender_options {
     const struct hs_sender_transport *transport; /* NULL: HTTP (client_flags, tls) */
     void *transport_ud;                          /* for a transport of the exporter's */
     /* HTTP only: hs_http_client_new_flags (HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE), and the https://
-     * TLS files (core/tls.h; borrowed, may be NULL) */
+     * TLS files (net/tls.h; borrowed, may be NULL) */
     unsigned client_flags;
     const struct hs_tls_client *tls;
     /* With storage: the exporter's base URL and fixed "Name: value" lines, borrowed for the

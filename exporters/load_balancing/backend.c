@@ -81,6 +81,7 @@ static struct hs_component *make_exporter(struct lb_backend *b, int sig)
 struct lb_backend *lb_backend_new(struct lb *lb, const char *name)
 {
     struct lb_backend *b = hs_xcalloc(1, sizeof(*b));
+    hs_queue_init(&b->link);
     snprintf(b->name, sizeof(b->name), "%s", name);
     b->lb = lb;
     for (int sig = 0; sig < LB_SIGNALS; sig++) {
@@ -102,8 +103,9 @@ struct lb_backend *lb_backend_new(struct lb *lb, const char *name)
      * exporters wait for that one (they would share its store file and metric series); until
      * then its keys are refused, for at most one request's timeout. */
     bool leaving = false;
-    for (const struct lb_backend *r = lb->retiring; r && !leaving; r = r->next)
-        leaving = strcmp(r->name, name) == 0;
+    for (struct hs_queue *q = hs_queue_head(&lb->retiring); q != &lb->retiring && !leaving;
+         q = q->next)
+        leaving = strcmp(hs_container_of(q, struct lb_backend, link)->name, name) == 0;
     for (int sig = 0; sig < LB_SIGNALS && !leaving; sig++)
         b->exp[sig] = make_exporter(b, sig);
     return b;
@@ -179,10 +181,7 @@ static void backend_done(struct lb_backend *b)
 {
     struct lb *lb = b->lb;
     if (b->retiring) {
-        struct lb_backend **pp = &lb->retiring;
-        while (*pp != b)
-            pp = &(*pp)->next;
-        *pp = b->next;
+        hs_queue_remove(&b->link);
         hs_log_info(lb->base.id, "backend %s left: what it held went to the keys' new owners",
                     b->name);
         char name[sizeof(b->name)];
@@ -222,8 +221,7 @@ void lb_backend_retire(struct lb_backend *b)
 {
     struct lb *lb = b->lb;
     b->retiring = true;
-    b->next = lb->retiring;
-    lb->retiring = b;
+    hs_queue_insert_head(&lb->retiring, &b->link);
     static const hs_sender_move_fn fns[LB_SIGNALS] = {hand_over_traces, hand_over_profiles};
     for (int sig = 0; sig < LB_SIGNALS; sig++)
         if (b->exp[sig])

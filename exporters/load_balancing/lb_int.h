@@ -9,6 +9,7 @@
 
 #include "core/component.h"
 #include "core/metrics.h"
+#include "core/queue.h"
 #include "exporters/helper/exporter.h"
 #include "exporters/load_balancing/resolver.h"
 #include "exporters/load_balancing/split.h"
@@ -38,7 +39,7 @@ struct lb_backend {
     struct hs_component *exp[LB_SIGNALS]; /* NULL when it could not be made (logged) */
     bool retiring;
     int closing;             /* exporters whose shutdown has not called done yet */
-    struct lb_backend *next; /* in lb->retiring */
+    struct hs_queue link;    /* in lb->retiring, while retiring */
     struct hs_counter *refused[LB_SIGNALS], *rerouted[LB_SIGNALS];
 };
 
@@ -51,7 +52,7 @@ struct lb {
     struct hs_resolver *resolver;
     struct hs_ring *ring;         /* NULL until the first answer */
     struct lb_backend **backends; /* in ring order */
-    struct lb_backend *retiring;  /* left the ring; still ending what they had in flight */
+    struct hs_queue retiring;     /* left the ring; still ending what they had in flight */
     struct hs_lb_parts parts;     /* scratch for one batch */
     struct hs_lb_keys keys;
     char **on_disk; /* backends with a store file found at start */

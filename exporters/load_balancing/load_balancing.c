@@ -88,6 +88,7 @@ static int lb_create(const struct hs_config_node *cfg, const char *path, struct 
                      struct hs_error *err)
 {
     struct lb *lb = hs_xcalloc(1, sizeof(*lb));
+    hs_queue_init(&lb->retiring);
     int rc = hs_config_decode(lb_fields, cfg, &lb->conf, path, err);
     char p[300];
     snprintf(p, sizeof(p), "%s.resolver", path);
@@ -402,7 +403,7 @@ void lb_shutdown_step(struct lb *lb)
     if (!lb->resolver_done || lb->phase == 3)
         return;
     if (lb->phase == 1) {
-        if (lb->retiring)
+        if (!hs_queue_empty(&lb->retiring))
             return;
         lb->phase = 2;
         size_t n = lb->ring ? hs_ring_size(lb->ring) : 0;
@@ -449,10 +450,10 @@ static void lb_destroy(struct hs_component *c)
     size_t n = lb->ring ? hs_ring_size(lb->ring) : 0;
     for (size_t i = 0; i < n; i++)
         lb_backend_free(lb->backends[i]);
-    while (lb->retiring) { /* only when start failed half-way */
-        struct lb_backend *b = lb->retiring;
-        lb->retiring = b->next;
-        lb_backend_free(b);
+    while (!hs_queue_empty(&lb->retiring)) { /* only when start failed half-way */
+        struct hs_queue *q = hs_queue_head(&lb->retiring);
+        hs_queue_remove(q);
+        lb_backend_free(hs_container_of(q, struct lb_backend, link));
     }
     free(lb->backends);
     hs_ring_free(lb->ring);

@@ -7,7 +7,7 @@
 
 #include "core/arena.h"
 #include "core/buf.h"
-#include "core/http_server.h"
+#include "net/http_server.h"
 #include "processors/correlator/correlator_int.h"
 
 #define CORR_UI_NAMES 512 /* distinct function names per entry */

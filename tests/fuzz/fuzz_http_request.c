@@ -1,8 +1,8 @@
-/* fuzz_http_request.c: libFuzzer target for the HTTP/1.1 server (core/http_server.c,
- * core/http_conn.c, http_parser): the input is what one client sends on one connection. The
- * connection code has no seam that takes bytes without a socket, so a real server listens on
- * loopback in this process and the bytes are written to it over TCP from the same loop. It
- * must not crash or leak; on HTTP/1.1, every request handed to the handler gets a response and
+/* fuzz_http_request.c: libFuzzer target for the HTTP/1.1 server (net/http_server.c,
+ * net/transport.c, net/http1.c, http_parser): the input is what one client sends on one
+ * connection. The connection code has no seam that takes bytes without a socket, so a real server
+ * listens on loopback in this process and the bytes are written to it over TCP from the same loop.
+ * It must not crash or leak; on HTTP/1.1, every request handed to the handler gets a response and
  * whatever comes back is HTTP/1.1 responses (an input opening with the HTTP/2 client preface is
  * answered in HTTP/2 frames: only crashes, leaks and hangs count there). on_headers and
  * on_too_large answer some requests early, so those paths are fuzzed too. */
@@ -19,7 +19,7 @@
 
 #include "core/buf.h"
 #include "core/errors.h"
-#include "core/http_server.h"
+#include "net/http_server.h"
 #include "core/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* fuzz_ingest.c: libFuzzer target for the pyroscope receiver's parsers (receivers/pyroscope_*.c):
+/* fuzz_ingest.c: libFuzzer target for the pyroscope receiver's parsers (receivers/pyroscope/):
  * query strings, attime, the `name` syntax, multipart bodies, and whole /ingest and push
  * requests. Input: one mode byte, a query line up to '\n', then the body. Nothing may crash,
  * parts must lie inside the body, and every refusal must carry a 4xx/503 status and a message. */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/errors.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

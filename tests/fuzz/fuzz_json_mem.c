@@ -14,7 +14,7 @@
 #include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
 #include "pdata/profiles.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 #ifndef HS_METER_ASAN
 #error "fuzz_json_mem counts allocations through ASan's hooks: build it with HS_SANITIZE=ON"

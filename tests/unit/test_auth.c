@@ -17,12 +17,12 @@
 #include <pthread.h>
 #include <uv.h>
 
-#include "core/admin.h"
-#include "core/auth.h"
+#include "admin/admin.h"
+#include "net/auth.h"
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/config.h"
-#include "core/http_server.h"
+#include "net/http_server.h"
 #include "core/metrics.h"
 
 #include "sock_client.c"

@@ -12,7 +12,7 @@
 #include "core/buf.h"
 #include "core/errors.h"
 #include "core/compress.h"
-#include "core/grpc.h"
+#include "net/grpc.h"
 
 static void test_frame_roundtrip(void **state)
 {

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "core/buf.h"
-#include "core/grpc.h"
-#include "core/http_server.h"
-#include "core/http_server_int.h" /* the server's count of buffered body bytes */
+#include "net/grpc.h"
+#include "net/http_server.h"
+#include "net/http_server_int.h" /* the server's count of buffered body bytes */
 
 struct fix {
     uv_loop_t loop;

@@ -14,9 +14,9 @@
 #include <curl/curl.h>
 
 #include "core/errors.h"
-#include "core/grpc.h"
-#include "core/http_client.h"
-#include "core/http_server.h"
+#include "net/grpc.h"
+#include "net/http_client.h"
+#include "net/http_server.h"
 #include "http_sink.c"
 
 struct got {
@@ -411,7 +411,7 @@ static void h2_calls(struct h2fx *f)
     assert_int_equal(f->ok, H2_CALLS);
     assert_int_equal(f->handled, H2_CALLS);
     assert_int_equal(f->bad_body, 0);
-    /* below libcurl 8.0.0 every call has its own connection (core/http_client.c says why) */
+    /* below libcurl 8.0.0 every call has its own connection (net/http_client.c says why) */
     if (curl_version_info(CURLVERSION_NOW)->version_num < 0x080000)
         assert_int_equal(f->npeers, H2_CALLS);
     else

@@ -18,8 +18,8 @@
 #include "core/buf.h"
 #include "core/config.h"
 #include "core/errors.h"
-#include "core/http_server.h"
-#include "core/http_server_int.h" /* to see a connection's unwritten bytes */
+#include "net/http_server.h"
+#include "net/http_server_int.h" /* to see a connection's unwritten bytes */
 #include "core/log.h"
 #include "core/metrics.h"
 #include "sock_client.c"

@@ -20,7 +20,7 @@
 #include "pdata/profiles.h"
 #include "perftools/profiles/profile.pb-c.h"
 #include "push/v1/push.pb-c.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function" /* we use only part of the helper */
 #include "sock_client.c"

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "admin/telemetry.h"
 #include "core/buf.h"
 #include "core/component.h"
 #include "core/config.h"
@@ -20,7 +21,7 @@
 static int load(const char *yaml, struct hs_error *err, struct hs_service **out)
 {
     struct hs_service *s = NULL;
-    int rc = hs_service_load("t.yaml", yaml, strlen(yaml), &s, err);
+    int rc = hs_service_load("t.yaml", yaml, strlen(yaml), &hs_admin_telemetry, &s, err);
     if (out)
         *out = s;
     else if (s)
@@ -152,7 +153,7 @@ static void test_health_threshold_key(void **state)
         strstr(err.lines[0], "service.telemetry.health.exporter_failure_threshold: "));
     hs_error_free(&err);
     struct hs_buf ref = {0};
-    hs_service_reference(&ref);
+    hs_service_reference(&hs_admin_telemetry, &ref);
     hs_buf_putc(&ref, '\0');
     assert_non_null(strstr((char *)ref.data, "`telemetry.health.exporter_failure_threshold`"));
     assert_non_null(strstr((char *)ref.data, "`5m`"));

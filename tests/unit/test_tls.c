@@ -18,11 +18,11 @@
 #include "core/buf.h"
 #include "core/config.h"
 #include "core/errors.h"
-#include "core/http_client.h"
-#include "core/http_server.h"
+#include "net/http_client.h"
+#include "net/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "core/tls.h"
+#include "net/tls.h"
 #include "sock_client.c"
 
 static char dir[256];
@@ -570,7 +570,7 @@ static void test_reload(void **state)
     run(f, client_reload);
 }
 
-/* ---- the exporters' client (core/http_client.c) against our own server, one loop ---------- */
+/* ---- the exporters' client (net/http_client.c) against our own server, one loop ---------- */
 
 struct loop_fix {
     uv_loop_t loop;
@@ -674,7 +674,7 @@ static void test_client_tls(void **state)
 }
 
 /* gRPC calls over TLS share connections: h2 comes from ALPN, so the h2c upgrade path that breaks
- * reuse below libcurl 8.0.0 (core/http_client.c, h2_reuse_broken) is never taken. */
+ * reuse below libcurl 8.0.0 (net/http_client.c, h2_reuse_broken) is never taken. */
 #define REUSE_CALLS 16
 
 struct reuse_fix {

@@ -1,4 +1,4 @@
-/* pyroscope_push.c: POST /push.v1.PusherService/Push bodies (wire.md §6): a PushRequest in
+/* push.c: POST /push.v1.PusherService/Push bodies (wire.md §6): a PushRequest in
  * protobuf or Connect JSON, its counts bounded before protobuf-c decodes it into one capped
  * arena; JSON is first turned into the same wire bytes so both go through one validation. */
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include "core/errors.h"
 #include "pdata/pb_json.h"
 #include "push/v1/push.pb-c.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 /* A push body's JSON nests 5 levels; unknown members may add some. */
 #define PUSH_JSON_MAX_DEPTH 64

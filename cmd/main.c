@@ -1,6 +1,8 @@
 /* main.c: the command line. `hotspan` runs the embedded default config, `-c FILE` runs a file,
  * `demo` runs one with a built-in traffic generator, `validate` checks one without starting,
- * `config-reference` prints every component's keys. */
+ * `config-reference` prints every component's keys. It wires what the core does not know: the
+ * service's telemetry (admin/telemetry.c: logs and the admin endpoint), the demo (demo/), the
+ * listeners' share of the file limit and TLS reloads (net/). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -12,14 +14,15 @@
 #include <time.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "component.h"
-#include "config.h"
+#include "admin/telemetry.h"
+#include "core/buf.h"
+#include "core/component.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/service.h"
 #include "demo/demo.h"
-#include "http_server.h"
-#include "log.h"
-#include "service.h"
-#include "tls.h"
+#include "net/http_server.h"
+#include "net/tls.h"
 
 extern const char hs_default_config[];
 extern const size_t hs_default_config_len;
@@ -69,9 +72,9 @@ struct run {
 static int load(const char *path, struct hs_service **svc)
 {
     struct hs_error err = {0};
-    int rc = path ? hs_service_load_file(path, svc, &err)
-                  : hs_service_load("<embedded default>", hs_default_config,
-                                    hs_default_config_len, svc, &err);
+    int rc = path ? hs_service_load_file(path, &hs_admin_telemetry, svc, &err)
+                  : hs_service_load("<embedded default>", hs_default_config, hs_default_config_len,
+                                    &hs_admin_telemetry, svc, &err);
     for (size_t i = 0; i < err.count; i++)
         fprintf(stderr, "%s\n", err.lines[i]);
     hs_error_free(&err);
@@ -311,7 +314,7 @@ static int config_reference(void)
     size_t count;
     const struct hs_component_type *const *all = hs_registry_all(&count);
     struct hs_buf b = {0};
-    hs_service_reference(&b);
+    hs_service_reference(&hs_admin_telemetry, &b);
     for (size_t i = 0; i < count; i++) {
         hs_buf_printf(&b, "\n### %s `%s`\n\n%s\n", hs_kind_name(all[i]->kind), all[i]->name,
                       all[i]->doc ? all[i]->doc : "");

@@ -7,19 +7,19 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/auth.h"
+#include "net/auth.h"
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/config.h"
-#include "core/grpc.h"
-#include "core/http_server.h"
+#include "net/grpc.h"
+#include "net/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "pdata/otlp_json.h"
 #include "pdata/profiles.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 struct pyro_config {
     struct hs_http_server_config server;
@@ -418,7 +418,7 @@ static bool pyro_precheck(struct pyro *r, struct hs_http_request *req, enum rout
 }
 
 /* The server's on_headers: a request refused by its headers is answered before its body is
- * read (core/http_server.h says what the client sees). */
+ * read (net/http_server.h says what the client sees). */
 static void pyro_headers(void *ud, struct hs_http_request *req)
 {
     enum route route;
@@ -492,10 +492,14 @@ static int pyro_start(struct hs_component *c, const struct hs_host *host)
     r->refused = hs_metrics_counter(host->metrics, "receiver_refused_profiles_total",
                                     "Profiles refused because the pipeline was full", r->labels);
     struct hs_error err = {0};
-    const struct hs_http_server_opts opts = {
-        .config = &r->conf.server, .name = c->id, .handler = pyro_handle,
-        .on_headers = pyro_headers, .on_too_large = pyro_too_large, .ud = r,
-        .metrics = host->metrics};
+    const struct hs_http_server_opts opts = {.config = &r->conf.server,
+                                             .name = c->id,
+                                             .handler = pyro_handle,
+                                             .on_headers = pyro_headers,
+                                             .on_too_large = pyro_too_large,
+                                             .framing = &hs_grpc_framing,
+                                             .ud = r,
+                                             .metrics = host->metrics};
     int rc = hs_http_server_start(host->loop, &opts, &r->http, &err);
     for (size_t i = 0; i < err.count; i++)
         hs_log_error(c->id, "%s", err.lines[i]);

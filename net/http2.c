@@ -1,17 +1,18 @@
-/* http2.c: HTTP/2 on a server connection (h2c with prior knowledge, or h2 by ALPN over TLS:
- * the TLS layer in http_conn.c hands over plaintext) on nghttp2: bytes read are
- * fed to the session, its output written through the connection; every stream that ends is one
- * hs_http_request for the same handler as HTTP/1.1, answered with optional trailers (gRPC),
- * unless the server's on_headers answered it when its headers arrived. */
+/* http2.c: HTTP/2 over the transport (h2c with prior knowledge, or h2 by ALPN over TLS: the
+ * transport hands over plaintext) on nghttp2: bytes read are fed to the session, its output
+ * written through the connection; every stream that ends is one hs_http_request for the same
+ * handler as HTTP/1.1, answered with optional trailers, unless the server's on_headers answered
+ * it when its headers arrived. What a body carries (gRPC's messages) is the server's framing's
+ * business (struct hs_http_framing), not this file's. */
+#include <assert.h>
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "errors.h"
-#include "grpc.h"
-#include "http_server_int.h"
+#include "core/common.h"
+#include "core/errors.h"
+#include "net/http_server_int.h"
 
 /* nghttp2 hands out frames of at most 16 KiB; gathered into one uv_write up to this. */
 #define H2_WRITE_CHUNK (64u << 10)
@@ -24,7 +25,7 @@
 
 struct hs_http2_stream {
     struct hs_http2 *h2;
-    struct hs_http2_stream *prev, *next;
+    struct hs_queue link; /* in h2->streams */
     int32_t id;
     bool complete;  /* the client ended its side (END_STREAM) */
     bool responded; /* an answer is submitted (the handler's or ours) */
@@ -48,7 +49,7 @@ struct hs_http2_stream {
 struct hs_http2 {
     struct hs_http_conn *c;
     nghttp2_session *session;
-    struct hs_http2_stream *streams;
+    struct hs_queue streams; /* open streams, newest first */
     size_t receiving; /* streams whose request has begun and not ended */
     bool goaway;      /* we sent (or are sending) GOAWAY: end once nothing is left */
     struct hs_buf wbuf;
@@ -81,11 +82,14 @@ static void on_h2_read_timeout(uv_timer_t *t)
     struct hs_http_conn *c = t->data;
     if (!c->h2)
         return;
-    for (struct hs_http2_stream *st = c->h2->streams; st; st = st->next)
+    struct hs_queue *all = &c->h2->streams;
+    for (struct hs_queue *q = hs_queue_head(all); q != all; q = q->next) {
+        struct hs_http2_stream *st = hs_container_of(q, struct hs_http2_stream, link);
         if (!st->complete && !st->responded)
             stream_answer(st, 408,
                           "408 request timeout: the request did not arrive whole within "
                           "read_timeout\n");
+    }
     h2_flush(c->h2);
     h2_arm(c->h2);
 }
@@ -97,15 +101,18 @@ static void h2_arm(struct hs_http2 *h)
 {
     struct hs_http_conn *c = h->c;
     bool arriving = false;
-    for (struct hs_http2_stream *st = h->streams; st && !arriving; st = st->next)
+    for (struct hs_queue *q = hs_queue_head(&h->streams); q != &h->streams && !arriving;
+         q = q->next) {
+        const struct hs_http2_stream *st = hs_container_of(q, struct hs_http2_stream, link);
         arriving = !st->complete && !st->responded;
+    }
     if (arriving)
         hs_http_conn_timer(c, c->srv->conf.read_timeout_ms, on_h2_read_timeout);
-    else if (!h->streams)
+    else if (hs_queue_empty(&h->streams))
         hs_http_conn_timer(c, hs_http_server_idle_ms(c->srv), on_h2_idle);
     else
         hs_http_conn_timer(c, 0, NULL); /* answers being written */
-    hs_http_conn_idle(c, !h->streams && !h->goaway);
+    hs_http_conn_idle(c, hs_queue_empty(&h->streams) && !h->goaway);
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -120,8 +127,7 @@ static void h2_flush(struct hs_http2 *h)
     for (;;) {
         if (c->write_pending > HS_HTTP_WRITE_HIGH) {
             /* the client does not read: neither do we, so it cannot grow our memory */
-            c->write_paused = true;
-            hs_http_conn_read(c, false);
+            hs_http_conn_hold(c);
             break;
         }
         const uint8_t *data;
@@ -166,16 +172,6 @@ static void stream_free(struct hs_http2_stream *st)
     free(st->trailers);
     free(st->out);
     free(st);
-}
-
-static void stream_unlink(struct hs_http2 *h, struct hs_http2_stream *st)
-{
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        h->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
 }
 
 static ssize_t body_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
@@ -338,10 +334,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets just this stream */
     st->h2 = h;
     st->id = frame->hd.stream_id;
-    st->next = h->streams;
-    if (h->streams)
-        h->streams->prev = st;
-    h->streams = st;
+    hs_queue_insert_head(&h->streams, &st->link);
     nghttp2_session_set_stream_user_data(session, st->id, st);
     h2_arm(h);
     return 0;
@@ -394,17 +387,26 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     return 0;
 }
 
-/* Is this request gRPC? Its errors are answered in gRPC's terms. */
-static bool stream_is_grpc(const struct hs_http2_stream *st)
+/* The request's content-type, when it sent one. */
+static bool stream_content_type(const struct hs_http2_stream *st, struct hs_str *out)
 {
     for (size_t i = 0; i < st->nfields; i++) {
         const struct hs_http_field *f = &st->fields[i];
         struct hs_str n = {(const char *)st->head.data + f->name_off, f->name_len};
-        if (hs_str_eq(n, "content-type"))
-            return f->value_len >= 16 &&
-                   memcmp(st->head.data + f->value_off, "application/grpc", 16) == 0;
+        if (hs_str_eq(n, "content-type")) {
+            *out = (struct hs_str){(const char *)st->head.data + f->value_off, f->value_len};
+            return true;
+        }
     }
     return false;
+}
+
+/* The server's framing, when it claims this request (gRPC's, for application/grpc). */
+static const struct hs_http_framing *stream_framing(const struct hs_http2_stream *st)
+{
+    const struct hs_http_framing *fr = st->h2->c->srv->framing;
+    struct hs_str ct;
+    return fr && stream_content_type(st, &ct) && fr->claims(&ct) ? fr : NULL;
 }
 
 static void stream_early(struct hs_http2 *h, struct hs_http2_stream *st, hs_http_handler cb);
@@ -432,45 +434,32 @@ static bool stream_content_length(const struct hs_http2_stream *st, uint64_t *ou
     return false;
 }
 
-/* A body over the limit: 413 (on_too_large's, else ours in text), or for gRPC
- * RESOURCE_EXHAUSTED (wire.md §3), in one HEADERS frame; the rest of the stream is reset once
- * that is sent (on_frame_send). */
+/* A body over the limit: 413 (the framing's answer when it claims the request, else
+ * on_too_large's, else ours in text); the rest of the stream is reset once that is sent
+ * (on_frame_send). */
 static void stream_too_large(struct hs_http2_stream *st)
 {
     struct hs_http_server *s = st->h2->c->srv;
-    if (!stream_is_grpc(st)) {
-        if (s->on_too_large)
-            stream_early(st->h2, st, s->on_too_large);
-        if (st->responded)
-            hs_buf_free(&st->body);
-        else
-            stream_answer(st, 413, "413 the request body is larger than max_request_body_size\n");
-        return;
-    }
-    st->responded = true;
-    hs_buf_free(&st->body);
-    static const struct hs_http_header tr[] = {
-        {HS_STR("grpc-status"), HS_STR("8")},
-        {HS_STR("grpc-message"),
-         HS_STR("message larger than max_request_body_size")}, /* no '%' to encode */
-    };
-    if (stream_submit(st, 200, "application/grpc", NULL, 0, NULL, 0, tr, 2, false) != 0)
-        nghttp2_submit_rst_stream(st->h2->session, NGHTTP2_FLAG_NONE, st->id,
-                                  NGHTTP2_INTERNAL_ERROR);
+    const struct hs_http_framing *fr = stream_framing(st);
+    hs_http_handler cb = fr ? fr->too_large : s->on_too_large;
+    if (cb)
+        stream_early(st->h2, st, cb);
+    if (st->responded)
+        hs_buf_free(&st->body);
+    else
+        stream_answer(st, 413, "413 the request body is larger than max_request_body_size\n");
 }
 
-/* What the body says it will be, from its first DATA: the content-length, or a gRPC message's
- * length prefix; 0 when neither says. */
+/* What the body says it will be, from its first DATA: the content-length, or what the framing
+ * reads in its first bytes (gRPC's length prefix); 0 when neither says. */
 static uint64_t stream_expected_len(const struct hs_http2_stream *st, const uint8_t *data,
                                     size_t len)
 {
     uint64_t n;
     if (stream_content_length(st, &n))
         return n;
-    if (len >= HS_GRPC_PREFIX && stream_is_grpc(st))
-        return HS_GRPC_PREFIX + ((uint64_t)data[1] << 24 | (uint64_t)data[2] << 16 |
-                                 (uint64_t)data[3] << 8 | data[4]);
-    return 0;
+    const struct hs_http_framing *fr = stream_framing(st);
+    return fr ? fr->announced_len(data, len) : 0;
 }
 
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
@@ -559,9 +548,9 @@ static void stream_early(struct hs_http2 *h, struct hs_http2_stream *st, hs_http
         hs_log_debug(s->name, "%s: stream %d answered before its body", h->c->peer, (int)st->id);
 }
 
-struct hs_buf *hs_http2_stream_body(struct hs_http2_stream *st)
+struct hs_buf *hs_http2_body(struct hs_http_request *req)
 {
-    return &st->body;
+    return &req->stream->body;
 }
 
 static void stream_dispatch(struct hs_http2 *h, struct hs_http2_stream *st)
@@ -638,72 +627,15 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     if (!st)
         return 0;
     nghttp2_session_set_stream_user_data(session, id, NULL);
-    stream_unlink(h, st);
+    hs_queue_remove(&st->link);
     stream_free(st);
     h2_arm(h);
     return 0;
 }
 
-/* ---- the connection's side --------------------------------------------------------------- */
+/* ---- the transport's side --------------------------------------------------------------- */
 
-int hs_http2_start(struct hs_http_conn *c, const uint8_t *data, size_t len)
-{
-    struct hs_http2 *h = calloc(1, sizeof(*h));
-    if (!h)
-        return HS_ENOMEM;
-    h->c = c;
-    nghttp2_session_callbacks *cb;
-    nghttp2_option *opt;
-    if (nghttp2_session_callbacks_new(&cb) != 0) {
-        free(h);
-        return HS_ENOMEM;
-    }
-    if (nghttp2_option_new(&opt) != 0) {
-        nghttp2_session_callbacks_del(cb);
-        free(h);
-        return HS_ENOMEM;
-    }
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    /* we open the window as we buffer (on_data_chunk), not as nghttp2 reads */
-    nghttp2_option_set_no_auto_window_update(opt, 1);
-    const struct hs_http_server_config *conf = &c->srv->conf;
-    nghttp2_option_set_max_send_header_block_length(opt, 64u << 10);
-    int rc = nghttp2_session_server_new2(&h->session, cb, h, opt);
-    nghttp2_session_callbacks_del(cb);
-    nghttp2_option_del(opt);
-    if (rc != 0) {
-        free(h);
-        return HS_ENOMEM;
-    }
-    nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conf->max_concurrent_streams},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)HS_MIN(conf->max_header_size, UINT32_MAX)},
-    };
-    if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, HS_ARRAY_SIZE(iv)) != 0) {
-        nghttp2_session_del(h->session);
-        free(h);
-        return HS_ENOMEM;
-    }
-    c->h2 = h;
-    c->state = HS_HTTP_CONN_IDLE;
-    h2_arm(h); /* idle_timeout from the preface on: a client that opens no stream is idle */
-    hs_log_debug(c->srv->name, "%s: HTTP/2 (%s)", c->peer,
-                 c->tls ? "h2 by ALPN over TLS" : "prior knowledge");
-    if (c->srv->closing) {
-        hs_http2_server_closing(c);
-        return 0;
-    }
-    hs_http2_recv(c, data, len);
-    return 0;
-}
-
-void hs_http2_recv(struct hs_http_conn *c, const uint8_t *data, size_t len)
+static void h2_recv(struct hs_http_conn *c, const uint8_t *data, size_t len)
 {
     struct hs_http2 *h = c->h2;
     ssize_t n = nghttp2_session_mem_recv(h->session, data, len);
@@ -718,18 +650,17 @@ void hs_http2_recv(struct hs_http_conn *c, const uint8_t *data, size_t len)
     h2_flush(h);
 }
 
-void hs_http2_resume(struct hs_http_conn *c)
+static void h2_writable(struct hs_http_conn *c)
 {
     h2_flush(c->h2);
-    if (!c->write_paused)
-        hs_http_conn_read(c, true);
 }
 
-void hs_http2_server_closing(struct hs_http_conn *c)
+/* GOAWAY: the streams the client has begun are finished, then the connection ends. */
+static bool h2_server_closing(struct hs_http_conn *c)
 {
     struct hs_http2 *h = c->h2;
     if (h->goaway)
-        return;
+        return true;
     h->goaway = true;
     hs_http_conn_idle(c, false);
     /* streams the client has begun are finished; newer ones it must retry elsewhere */
@@ -737,9 +668,10 @@ void hs_http2_server_closing(struct hs_http_conn *c)
                           nghttp2_session_get_last_proc_stream_id(h->session), NGHTTP2_NO_ERROR,
                           NULL, 0);
     h2_flush(h);
+    return true;
 }
 
-void hs_http2_reclaim(struct hs_http_conn *c)
+static void h2_reclaim(struct hs_http_conn *c)
 {
     struct hs_http2 *h = c->h2;
     h->goaway = true;
@@ -748,19 +680,102 @@ void hs_http2_reclaim(struct hs_http_conn *c)
     h2_flush(h);
 }
 
-void hs_http2_free(struct hs_http2 *h)
+static void h2_free(struct hs_http_conn *c)
 {
-    if (!h)
-        return;
+    struct hs_http2 *h = c->h2;
     nghttp2_session_del(h->session); /* no callbacks from here: the streams go by hand */
-    while (h->streams) {
-        struct hs_http2_stream *st = h->streams;
-        h->streams = st->next;
-        stream_free(st);
+    while (!hs_queue_empty(&h->streams)) {
+        struct hs_queue *q = hs_queue_head(&h->streams);
+        hs_queue_remove(q);
+        stream_free(hs_container_of(q, struct hs_http2_stream, link));
     }
     hs_buf_free(&h->wbuf);
     free(h);
+    c->h2 = NULL;
 }
+
+/* A session whose SETTINGS are queued; NULL when out of memory. */
+static nghttp2_session *h2_session(struct hs_http2 *h, const struct hs_http_server_config *conf)
+{
+    nghttp2_session_callbacks *cb;
+    nghttp2_option *opt;
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return NULL;
+    if (nghttp2_option_new(&opt) != 0) {
+        nghttp2_session_callbacks_del(cb);
+        return NULL;
+    }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    /* we open the window as we buffer (on_data_chunk), not as nghttp2 reads */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_send_header_block_length(opt, 64u << 10);
+    nghttp2_session *session = NULL;
+    int rc = nghttp2_session_server_new2(&session, cb, h, opt);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(opt);
+    if (rc != 0)
+        return NULL;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conf->max_concurrent_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+         (uint32_t)HS_MIN(conf->max_header_size, UINT32_MAX)},
+    };
+    if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, iv, HS_ARRAY_SIZE(iv)) != 0) {
+        nghttp2_session_del(session);
+        return NULL;
+    }
+    return session;
+}
+
+static int h2_start(struct hs_http_conn *c, const uint8_t *data, size_t len)
+{
+    struct hs_http2 *h = calloc(1, sizeof(*h));
+    if (!h)
+        return HS_ENOMEM;
+    h->c = c;
+    hs_queue_init(&h->streams);
+    if (!(h->session = h2_session(h, &c->srv->conf))) {
+        free(h);
+        return HS_ENOMEM;
+    }
+    c->h2 = h;
+    h2_arm(h); /* idle_timeout from the preface on: a client that opens no stream is idle */
+    hs_log_debug(c->srv->name, "%s: HTTP/2 (%s)", c->peer,
+                 c->tls ? "h2 by ALPN over TLS" : "prior knowledge");
+    if (c->srv->closing) {
+        h2_server_closing(c);
+        return 0;
+    }
+    h2_recv(c, data, len);
+    return 0;
+}
+
+/* The client preface (RFC 9113 §3.4): h2c with prior knowledge. */
+static int h2_sniff(const uint8_t *data, size_t len)
+{
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    static_assert(sizeof(preface) - 1 == HS_HTTP_SNIFF_MAX, "the transport holds the preface");
+    size_t n = HS_MIN(len, sizeof(preface) - 1);
+    if (memcmp(data, preface, n) != 0)
+        return -1;
+    return n == sizeof(preface) - 1 ? 1 : 0;
+}
+
+const struct hs_http_proto hs_http2_proto = {
+    .sniff = h2_sniff,
+    .start = h2_start,
+    .recv = h2_recv,
+    .writable = h2_writable,
+    .server_closing = h2_server_closing,
+    .reclaim = h2_reclaim,
+    .free = h2_free,
+};
 
 void hs_http2_respond(struct hs_http_request *req, int status, const char *content_type,
                       const struct hs_http_header *extra, size_t extra_count, const void *body,

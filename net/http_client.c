@@ -12,9 +12,10 @@
 #include <strings.h>
 #include <time.h>
 
-#include "buf.h"
-#include "common.h"
-#include "errors.h"
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/errors.h"
+#include "core/queue.h"
 #include "tls.h"
 
 /* wire.md §2: responses are capped at 4 MiB; anything past that is read and discarded. */
@@ -23,7 +24,7 @@
 #define MAX_RETRY_AFTER_S 86400u
 
 struct xfer {
-    struct xfer *prev, *next;
+    struct hs_queue link; /* in c->xfers */
     struct hs_http_client *c;
     CURL *easy;
     struct curl_slist *headers;
@@ -49,7 +50,7 @@ struct xfer {
 /* One per socket curl wants watched; freed in its close callback (never before). */
 struct sock {
     uv_poll_t poll;
-    struct sock *prev, *next;
+    struct hs_queue link; /* in c->socks */
     struct hs_http_client *c;
     curl_socket_t fd;
 };
@@ -58,8 +59,8 @@ struct hs_http_client {
     uv_loop_t *loop;
     CURLM *multi;
     uv_timer_t timer;
-    struct xfer *xfers;
-    struct sock *socks;
+    struct hs_queue xfers; /* in flight */
+    struct hs_queue socks; /* watched */
     unsigned handles; /* uv handles not yet through their close callback */
     unsigned depth;   /* > 0 while we are inside a uv callback that drives curl */
     bool closing;
@@ -91,29 +92,12 @@ static void handle_closed(uv_handle_t *h)
 
 static void sock_close(struct sock *s)
 {
-    struct hs_http_client *c = s->c;
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        c->socks = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
+    hs_queue_remove(&s->link);
     /* stops the watcher now, while curl's fd is still open; the memory goes in the callback */
     uv_close((uv_handle_t *)&s->poll, handle_closed);
 }
 
 /* ---- completions ------------------------------------------------------------------------ */
-
-static void xfer_unlink(struct xfer *x)
-{
-    struct hs_http_client *c = x->c;
-    if (x->prev)
-        x->prev->next = x->next;
-    else
-        c->xfers = x->next;
-    if (x->next)
-        x->next->prev = x->prev;
-}
 
 static void xfer_free(struct xfer *x)
 {
@@ -130,7 +114,7 @@ static void xfer_finish(struct xfer *x, CURLcode code, const char *cancel)
 {
     struct hs_http_result res = {.grpc_status = -1};
     curl_multi_remove_handle(x->c->multi, x->easy);
-    xfer_unlink(x);
+    hs_queue_remove(&x->link);
     if (cancel) {
         res.error = cancel;
     } else if (code != CURLE_OK) {
@@ -223,10 +207,7 @@ static int curl_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, v
         s->c = c;
         s->fd = fd;
         s->poll.data = c;
-        s->next = c->socks;
-        if (c->socks)
-            c->socks->prev = s;
-        c->socks = s;
+        hs_queue_insert_head(&c->socks, &s->link);
         c->handles++;
         curl_multi_assign(c->multi, fd, s);
     }
@@ -393,6 +374,8 @@ struct hs_http_client *hs_http_client_new_tls(uv_loop_t *loop, unsigned flags,
                                               const struct hs_tls_client *tls)
 {
     struct hs_http_client *c = hs_xcalloc(1, sizeof(*c));
+    hs_queue_init(&c->xfers);
+    hs_queue_init(&c->socks);
     c->flags = flags;
     c->tls = tls;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -459,7 +442,7 @@ done:
     return rc;
 }
 
-/* TLS options for an https:// transfer (core/tls.h). */
+/* TLS options for an https:// transfer (net/tls.h). */
 static int xfer_tls(struct xfer *x, const char *url)
 {
     CURL *e = x->easy;
@@ -593,10 +576,7 @@ int hs_http_client_post_prefixed(struct hs_http_client *c, const char *url,
     /* curl answers by asking for a timer; the transfer starts from the loop, not from here */
     if (curl_multi_add_handle(c->multi, x->easy) != CURLM_OK)
         goto fail;
-    x->next = c->xfers;
-    if (c->xfers)
-        c->xfers->prev = x;
-    c->xfers = x;
+    hs_queue_insert_head(&c->xfers, &x->link);
     return 0;
 fail:
     if (x->easy)
@@ -615,8 +595,8 @@ static void client_finish_close(struct hs_http_client *c)
     curl_multi_cleanup(c->multi);
     c->multi = NULL;
     curl_global_cleanup();
-    while (c->socks)
-        sock_close(c->socks);
+    while (!hs_queue_empty(&c->socks))
+        sock_close(hs_container_of(hs_queue_head(&c->socks), struct sock, link));
     c->timer_closing = true;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
 }
@@ -628,8 +608,9 @@ void hs_http_client_close(struct hs_http_client *c, void (*closed)(void *ud), vo
     c->closing = true;
     c->closed = closed;
     c->closed_ud = ud;
-    while (c->xfers) /* a done callback may post: that is refused, as we are closing */
-        xfer_finish(c->xfers, CURLE_ABORTED_BY_CALLBACK, "cancelled");
+    while (!hs_queue_empty(&c->xfers)) /* a done callback may post: refused, as we close */
+        xfer_finish(hs_container_of(hs_queue_head(&c->xfers), struct xfer, link),
+                    CURLE_ABORTED_BY_CALLBACK, "cancelled");
     if (c->depth == 0)
         client_finish_close(c);
 }

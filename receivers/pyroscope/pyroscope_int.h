@@ -75,7 +75,7 @@ int hs_pyro_ingest_labels(struct hs_profile *p, const char *service, size_t serv
  * value at most 2048. Returns NULL or what is wrong. */
 const char *hs_pyro_push_label_problem(const char *name, size_t name_len, size_t value_len);
 
-/* ---- request decoding (pyroscope_ingest.c, pyroscope_push.c) ---------------------------- */
+/* ---- request decoding (ingest.c, push.c) ---------------------------- */
 
 struct hs_pyro_limits {
     struct hs_pprof_limits pprof;

@@ -9,8 +9,8 @@
 
 #include <libdeflate.h>
 
-#include "compress.h"
-#include "errors.h"
+#include "core/compress.h"
+#include "core/errors.h"
 
 /* Responses are small (an ExportTraceServiceResponse); level 1 as in the exporter. */
 #define GZIP_LEVEL 1
@@ -524,3 +524,35 @@ bool hs_grpc_request_gzip(const struct hs_http_request *req)
     const struct hs_str *e = hs_http_request_header(req, "grpc-encoding");
     return e && hs_str_ieq(*e, "gzip");
 }
+
+/* ---- the HTTP server's framing ------------------------------------------------------------ */
+
+/* Any application/grpc* (+proto, -web, ...) is answered in gRPC's terms. */
+static bool framing_claims(const struct hs_str *ct)
+{
+    return ct->len >= 16 && memcmp(ct->ptr, "application/grpc", 16) == 0;
+}
+
+static uint64_t framing_announced_len(const uint8_t *data, size_t len)
+{
+    if (len < HS_GRPC_PREFIX)
+        return 0;
+    return HS_GRPC_PREFIX +
+           ((uint64_t)data[1] << 24 | (uint64_t)data[2] << 16 | (uint64_t)data[3] << 8 | data[4]);
+}
+
+static void framing_too_large(void *ud, struct hs_http_request *req)
+{
+    static const struct hs_http_header tr[] = {
+        {HS_STR("grpc-status"), HS_STR("8")}, /* RESOURCE_EXHAUSTED */
+        {HS_STR("grpc-message"),
+         HS_STR("message larger than max_request_body_size")}, /* no '%' to encode */
+    };
+    hs_http_respond_trailers(req, 200, "application/grpc", NULL, 0, NULL, 0, tr, 2);
+}
+
+const struct hs_http_framing hs_grpc_framing = {
+    .claims = framing_claims,
+    .announced_len = framing_announced_len,
+    .too_large = framing_too_large,
+};

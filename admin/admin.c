@@ -12,14 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "buf.h"
-#include "common.h"
-#include "config.h"
-#include "http_server.h"
-#include "log.h"
-#include "metrics.h"
-#include "tls.h"
+#include "net/auth.h"
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/config.h"
+#include "net/http_server.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "net/tls.h"
 
 struct admin_route {
     char *prefix;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common.h"
+#include "core/common.h"
 
 struct hs_http_client;
 
@@ -38,7 +38,7 @@ struct hs_http_client *hs_http_client_new_flags(uv_loop_t *loop, unsigned flags)
 
 /* As hs_http_client_new_flags; https:// requests use `tls` (borrowed for the client's
  * lifetime; NULL: libcurl's defaults, the system CAs): CA, client certificate and key as
- * loaded now (core/tls.h; a SIGHUP reload gives new connections the new files), verification,
+ * loaded now (net/tls.h; a SIGHUP reload gives new connections the new files), verification,
  * minimum version, server name. With HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE, https:// means h2 by
  * ALPN. */
 struct hs_tls_client;

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "errors.h"
-#include "http_server.h"
+#include "core/errors.h"
+#include "net/http_server.h"
 
 struct hs_admin;
 struct hs_auth;

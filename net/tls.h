@@ -1,6 +1,6 @@
 /* tls.h: TLS for listeners and exporters (OpenSSL): the `tls:` config sections (otelcol's
  * configtls shape), a server context reloaded on SIGHUP with a per-connection transport over
- * memory BIOs (driven by http_conn.c), and the client files the exporters hand to libcurl. */
+ * memory BIOs (driven by transport.c), and the client files the exporters hand to libcurl. */
 #ifndef HS_TLS_H
 #define HS_TLS_H
 
@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "errors.h"
+#include "core/config.h"
+#include "core/errors.h"
 
 struct hs_metrics;
 

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "common.h"
-#include "http_server_int.h"
-#include "metrics.h"
+#include "core/common.h"
+#include "core/metrics.h"
+#include "net/http_server_int.h"
 
 /* How many idle connections reclaim looks at past ones still writing an answer. */
 #define HS_HTTP_RECLAIM_LOOK 16
@@ -202,8 +202,6 @@ static void busy_begin(struct hs_http_server *s)
                     shares_fds(s) && fds.open * 4 >= fds.share * 3 ? ", or the file limit's share"
                                                                    : "",
                     (unsigned long long)s->conf.busy_timeout_ms, suppressed);
-    for (struct hs_http_conn *c = s->conns; c; c = c->next)
-        hs_http_conn_busy(c);
 }
 
 uint64_t hs_http_server_header_ms(const struct hs_http_server *s)
@@ -218,8 +216,8 @@ uint64_t hs_http_server_idle_ms(const struct hs_http_server *s)
     return s->busy && b && (!ms || b < ms) ? b : ms;
 }
 
-static enum hs_http_refusal refuse(struct hs_http_server *s, const struct hs_http_conn *c,
-                                   enum hs_http_refusal why)
+enum hs_http_refusal hs_http_limits_refuse(struct hs_http_server *s, const struct hs_http_conn *c,
+                                           enum hs_http_refusal why)
 {
     if (s->refused[why])
         hs_counter_add(s->refused[why], 1);
@@ -244,12 +242,13 @@ static enum hs_http_refusal refuse(struct hs_http_server *s, const struct hs_htt
     return why;
 }
 
-/* Closes the connection idle longest that is not still writing an answer. */
-static bool reclaim(struct hs_http_server *s, const struct hs_http_conn *newcomer)
+struct hs_http_conn *hs_http_limits_victim(struct hs_http_server *s,
+                                           const struct hs_http_conn *newcomer)
 {
     int looked = 0;
-    for (struct hs_http_conn *c = s->idle_head; c && looked < HS_HTTP_RECLAIM_LOOK;
-         c = c->idle_next, looked++) {
+    for (struct hs_queue *q = hs_queue_head(&s->idle);
+         q != &s->idle && looked < HS_HTTP_RECLAIM_LOOK; q = q->next, looked++) {
+        struct hs_http_conn *c = hs_container_of(q, struct hs_http_conn, idle_link);
         if (c->write_pending)
             continue;
         if (s->reclaimed)
@@ -259,30 +258,34 @@ static bool reclaim(struct hs_http_server *s, const struct hs_http_conn *newcome
             hs_log_info(s->name, "%s closed after %llu ms idle, to admit %s (%u lines suppressed)",
                         c->peer, (unsigned long long)(uv_now(s->loop) - c->since_ms),
                         newcomer->peer, n);
-        hs_http_conn_reclaim(c);
-        return true;
+        return c;
     }
-    return false;
+    return NULL;
 }
 
-enum hs_http_refusal hs_http_server_admit(struct hs_http_server *s, struct hs_http_conn *c)
+enum hs_http_refusal hs_http_limits_check(const struct hs_http_server *s,
+                                          const struct hs_http_conn *c)
 {
     /* a cap of max_connections is none: the listener's own limit (and its reclaim) decides */
     if (per_client(s) < s->conf.max_connections &&
         hs_http_peers_count(&s->peers, c->peer_key) >= per_client(s))
-        return refuse(s, c, HS_HTTP_REFUSE_PER_CLIENT);
-    bool full = s->nlive >= s->conf.max_connections;
-    bool no_fds = shares_fds(s) && fds.open >= fds.share;
-    if ((full || no_fds) && !reclaim(s, c))
-        return refuse(s, c, full ? HS_HTTP_REFUSE_MAX : HS_HTTP_REFUSE_FILE_LIMIT);
+        return HS_HTTP_REFUSE_PER_CLIENT;
+    if (s->nlive >= s->conf.max_connections)
+        return HS_HTTP_REFUSE_MAX;
+    return shares_fds(s) && fds.open >= fds.share ? HS_HTTP_REFUSE_FILE_LIMIT : HS_HTTP_ADMITTED;
+}
+
+bool hs_http_limits_take(struct hs_http_server *s, struct hs_http_conn *c)
+{
     hs_http_peers_add(&s->peers, c->peer_key);
     s->nlive++;
     c->slotted = true;
     if ((c->fd_counted = shares_fds(s)))
         fds.open++;
-    if (!s->busy && high_water(s))
-        busy_begin(s); /* c is not linked yet: its first timer is armed busy */
-    return HS_HTTP_ADMITTED;
+    if (s->busy || !high_water(s))
+        return false;
+    busy_begin(s);
+    return true;
 }
 
 void hs_http_server_unslot(struct hs_http_conn *c)
@@ -316,42 +319,8 @@ void hs_http_conn_idle(struct hs_http_conn *c, bool on)
     c->idle = on;
     if (on) {
         c->since_ms = uv_now(s->loop);
-        c->idle_prev = s->idle_tail;
-        c->idle_next = NULL;
-        if (s->idle_tail)
-            s->idle_tail->idle_next = c;
-        else
-            s->idle_head = c;
-        s->idle_tail = c;
-        return;
+        hs_queue_insert_tail(&s->idle, &c->idle_link);
+    } else {
+        hs_queue_remove(&c->idle_link);
     }
-    if (c->idle_prev)
-        c->idle_prev->idle_next = c->idle_next;
-    else
-        s->idle_head = c->idle_next;
-    if (c->idle_next)
-        c->idle_next->idle_prev = c->idle_prev;
-    else
-        s->idle_tail = c->idle_prev;
-    c->idle_prev = c->idle_next = NULL;
-}
-
-void hs_http_conn_busy(struct hs_http_conn *c)
-{
-    if (c->closing || c->state == HS_HTTP_CONN_DRAIN || !c->timer_cb ||
-        !uv_is_active((uv_handle_t *)&c->timer))
-        return;
-    bool headers =
-        !c->h2 && (!c->proto_known || (c->state == HS_HTTP_CONN_REQUEST && !c->headers_done));
-    bool handshake = c->tls && !hs_tls_conn_established(c->tls);
-    uint64_t busy = c->srv->conf.busy_timeout_ms;
-    if ((c->idle || headers || handshake) && busy && uv_timer_get_due_in(&c->timer) > busy)
-        hs_http_conn_timer(c, busy, c->timer_cb);
-}
-
-void hs_http_conn_reclaim(struct hs_http_conn *c)
-{
-    if (c->h2)
-        hs_http2_reclaim(c);
-    hs_http_conn_close(c);
 }

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "common.h"
+#include "core/buf.h"
+#include "core/common.h"
 #include "http_server.h"
 
 /* googleapis google/rpc/code.proto */
@@ -89,5 +89,11 @@ void hs_grpc_respond(struct hs_http_request *req, int code, const char *msg, con
 bool hs_grpc_request_ok(struct hs_http_request *req);
 /* Did the client send its message gzipped (grpc-encoding)? We answer alike. */
 bool hs_grpc_request_gzip(const struct hs_http_request *req);
+
+/* What a listener serving gRPC gives the HTTP server (hs_http_server_opts.framing), for every
+ * HTTP/2 request whose content-type begins "application/grpc": a body's room taken from its
+ * first message's length prefix, and RESOURCE_EXHAUSTED (wire.md §3; Trailers-Only) for a body
+ * over max_request_body_size. */
+extern const struct hs_http_framing hs_grpc_framing;
 
 #endif

@@ -1,7 +1,7 @@
 /* auth.c: bearer-token, basic and per-tenant-token authentication for receivers. Every credential
  * is kept only as its SHA-256, and a presented one is hashed and compared with all of them, so
  * neither an early exit nor a length check tells a client how close it came. */
-#include "core/auth.h"
+#include "net/auth.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
-#include "core/http_server.h"
+#include "net/http_server.h"
 #include "core/log.h"
 #include "core/metrics.h"
 

@@ -1,4 +1,4 @@
-/* pyroscope_parse.c: the text formats of the Pyroscope API the receiver reads before any pprof:
+/* parse.c: the text formats of the Pyroscope API the receiver reads before any pprof:
  * query strings, attime values, multipart/form-data bodies, app-name suffixes, push labels. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "core/errors.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 /* ---- query ------------------------------------------------------------------------------ */
 

@@ -4,7 +4,8 @@
  * file limit), time limits that shrink when the listener is busy, body size limit (an oversized
  * Content-Length is answered 413 at once, without reading the body), an optional look at the
  * headers that may answer before the body (authentication); on HTTP/2, concurrent streams, each
- * one request to the same handler. TLS: a `tls:` section (core/tls.h). */
+ * one request to the same handler. TLS: a `tls:` section (net/tls.h). It knows no protocol that
+ * runs inside a body: gRPC brings its own answers (struct hs_http_framing, net/grpc.h). */
 #ifndef HS_HTTP_SERVER_H
 #define HS_HTTP_SERVER_H
 
@@ -13,8 +14,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common.h"
-#include "config.h"
+#include "core/common.h"
+#include "core/config.h"
 #include "tls.h"
 
 struct hs_http_server;
@@ -95,6 +96,19 @@ enum hs_http_versions {
     HS_HTTP_H2C_ONLY,       /* gRPC ports: an HTTP/1.1 request is answered 426 and closed */
 };
 
+/* Messages framed inside HTTP/2 request bodies (gRPC's length-prefixed messages:
+ * hs_grpc_framing in net/grpc.h), for the requests whose content-type it claims. */
+struct hs_http_framing {
+    /* Is a request with this content-type framed so? */
+    bool (*claims)(const struct hs_str *content_type);
+    /* The whole body's length as its first bytes announce it (0: they do not say), so its
+     * room is taken once instead of grown by doubling. */
+    uint64_t (*announced_len)(const uint8_t *data, size_t len);
+    /* Answers a claimed request whose body is over max_request_body_size (in place of
+     * on_too_large), as on_headers answers: headers only, no body. */
+    hs_http_handler too_large;
+};
+
 struct hs_http_server_opts {
     const struct hs_http_server_config *config;
     const char *name;           /* for logs and metrics: "otlp", "admin" */
@@ -114,13 +128,16 @@ struct hs_http_server_opts {
      * Content-Length or found as it arrives, once on_headers has let it pass. Called with its
      * headers and no body, as on_headers is, to answer 413 in the protocol's own format (OTLP:
      * a Status); without an answer the server sends 413 text/plain. Either way the request
-     * ends as an early answer does. gRPC requests get RESOURCE_EXHAUSTED from the server and
-     * never come here. */
+     * ends as an early answer does. Requests `framing` claims go to its too_large instead. */
     hs_http_handler on_too_large;
+    /* Optional: what HTTP/2 requests may carry framed in their bodies (gRPC's
+     * hs_grpc_framing): their bodies' announced lengths and their answers to a body over the
+     * limit (gRPC: RESOURCE_EXHAUSTED). */
+    const struct hs_http_framing *framing;
     void *ud;
     enum hs_http_versions versions;
-    /* where TLS handshake failures are counted; NULL: the registry of the first server
-     * started with one (the admin endpoint starts before every component) */
+    /* where the listener's counts and its TLS handshake failures go (hotspan_http_server_*,
+     * hotspan_http_tls_handshake_failures_total); NULL: not counted (tests) */
     struct hs_metrics *metrics;
     /* The admin endpoint: its connections draw on the file descriptors kept in reserve, not on
      * the receivers' share (hs_http_server_set_file_limit), so it answers while they are full. */

@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "config.h"
-#include "errors.h"
+#include "core/common.h"
+#include "core/config.h"
+#include "core/errors.h"
 
 struct hs_http_request;
 struct hs_http_header;

@@ -1,4 +1,4 @@
-/* pyroscope_ingest.c: POST /ingest (wire.md §5): the query and body of one upload into one
+/* ingest.c: POST /ingest (wire.md §5): the query and body of one upload into one
  * profile: raw pprof, multipart pprof or folded text, dispatched in Pyroscope's order, with the
  * series labels Pyroscope derives. */
 #include <jansson.h>
@@ -9,7 +9,7 @@
 
 #include "core/buf.h"
 #include "core/errors.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 int hs_pyro_failf(struct hs_pyro_fail *f, int status, const char *reason, const char *fmt, ...)
 {

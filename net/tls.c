@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "common.h"
-#include "log.h"
-#include "metrics.h"
+#include "core/buf.h"
+#include "core/common.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "core/queue.h"
 
 #define PEM_MAX (1u << 20) /* a certificate chain, CA bundle or key file larger is refused */
 
@@ -61,8 +62,8 @@ const struct hs_config_field hs_tls_client_fields[] = {
 /* Every context in the process, for hs_tls_reload_all, which takes no argument (main.c's
  * SIGHUP handler). The lock only guards the lists; contexts are used from the loop. */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct hs_tls_server *servers;
-static struct hs_tls_client *clients;
+static struct hs_queue servers = {&servers, &servers}; /* by their link */
+static struct hs_queue clients = {&clients, &clients};
 
 int hs_tls_version(const char *v)
 {
@@ -134,7 +135,7 @@ static int read_file(const char *path, struct hs_buf *out, char *why, size_t why
 /* ---- server ------------------------------------------------------------------------------ */
 
 struct hs_tls_server {
-    struct hs_tls_server *next;
+    struct hs_queue link; /* in servers */
     char *name;
     char *cert_file, *key_file, *client_ca_file;
     int min_version, max_version;
@@ -236,6 +237,7 @@ int hs_tls_server_new(const struct hs_tls_server_config *cf, const char *name,
                       struct hs_error *err)
 {
     struct hs_tls_server *s = hs_xcalloc(1, sizeof(*s));
+    hs_queue_init(&s->link);
     s->name = hs_xstrdup(name ? name : "http");
     s->alpn = alpn;
     s->metrics = m;
@@ -267,8 +269,7 @@ int hs_tls_server_new(const struct hs_tls_server_config *cf, const char *name,
         return rc;
     }
     pthread_mutex_lock(&reg_mu);
-    s->next = servers;
-    servers = s;
+    hs_queue_insert_head(&servers, &s->link);
     pthread_mutex_unlock(&reg_mu);
     *out = s;
     return 0;
@@ -311,12 +312,7 @@ void hs_tls_server_free(struct hs_tls_server *s)
     if (!s)
         return;
     pthread_mutex_lock(&reg_mu);
-    for (struct hs_tls_server **p = &servers; *p; p = &(*p)->next) {
-        if (*p == s) {
-            *p = s->next;
-            break;
-        }
-    }
+    hs_queue_remove(&s->link); /* nothing when it never got in */
     pthread_mutex_unlock(&reg_mu);
     /* open connections hold their own reference; the callback's arg (s) is not read by
      * them after the handshake, and handshaking connections are closed before the server */
@@ -543,7 +539,7 @@ size_t hs_tls_conn_out_take(struct hs_tls_conn *t, void *buf, size_t cap)
 /* ---- client ------------------------------------------------------------------------------ */
 
 struct hs_tls_client {
-    struct hs_tls_client *next;
+    struct hs_queue link; /* in clients */
     const struct hs_tls_client_config *cf;
     char *path; /* "exporters.otlp/x.tls", for reload logs */
     struct hs_buf ca, cert, key;
@@ -653,6 +649,7 @@ int hs_tls_client_new(const struct hs_tls_client_config *cf, const struct hs_con
         rc = HS_EINVAL;
     }
     struct hs_tls_client *c = hs_xcalloc(1, sizeof(*c));
+    hs_queue_init(&c->link);
     if (rc == 0)
         rc = client_load(cf, node, path, &c->ca, &c->cert, &c->key, err);
     if (rc) {
@@ -662,8 +659,7 @@ int hs_tls_client_new(const struct hs_tls_client_config *cf, const struct hs_con
     c->cf = cf;
     c->path = hs_xstrdup(path ? path : "exporter");
     pthread_mutex_lock(&reg_mu);
-    c->next = clients;
-    clients = c;
+    hs_queue_insert_head(&clients, &c->link);
     pthread_mutex_unlock(&reg_mu);
     *out = c;
     return 0;
@@ -674,12 +670,7 @@ void hs_tls_client_free(struct hs_tls_client *c)
     if (!c)
         return;
     pthread_mutex_lock(&reg_mu);
-    for (struct hs_tls_client **p = &clients; *p; p = &(*p)->next) {
-        if (*p == c) {
-            *p = c->next;
-            break;
-        }
-    }
+    hs_queue_remove(&c->link);
     pthread_mutex_unlock(&reg_mu);
     hs_buf_free(&c->ca);
     hs_buf_free(&c->cert);
@@ -743,12 +734,14 @@ static void log_reload(const char *what, int rc, struct hs_error *err)
 void hs_tls_reload_all(void)
 {
     pthread_mutex_lock(&reg_mu);
-    for (struct hs_tls_server *s = servers; s; s = s->next) {
+    for (struct hs_queue *q = hs_queue_head(&servers); q != &servers; q = q->next) {
+        struct hs_tls_server *s = hs_container_of(q, struct hs_tls_server, link);
         struct hs_error err = {0};
         log_reload(s->name, hs_tls_server_reload(s, &err), &err);
         hs_error_free(&err);
     }
-    for (struct hs_tls_client *c = clients; c; c = c->next) {
+    for (struct hs_queue *q = hs_queue_head(&clients); q != &clients; q = q->next) {
+        struct hs_tls_client *c = hs_container_of(q, struct hs_tls_client, link);
         struct hs_error err = {0};
         log_reload(c->path, client_reload(c, &err), &err);
         hs_error_free(&err);
