@@ -241,7 +241,11 @@ describe('correlation quality: a Go service (runtime/pprof, otel-profiling-go la
       }
     }
     assert.equal(a['profile.offcpu.match'], 'span', show(a));
-    assert.ok(a['profile.cpu_share'] <= t.cpuNs / (t.endNs - t.startNs) + 0.1, show(a));
+    // written when a CPU profile covering the span had arrived by its release (a loaded machine
+    // can hold the CPU upload back past the other types')
+    if (a['profile.cpu_share'] !== undefined) {
+      assert.ok(a['profile.cpu_share'] <= t.cpuNs / (t.endNs - t.startNs) + 0.1, show(a));
+    }
   });
 
   it('pyroscope.profile.id, which the SDK set, is on every root span exactly once', () => {

@@ -22,7 +22,7 @@
 #include "pdata/profiles.h"
 #include "pdata/traces_edit.h"
 #include "processors/correlator/correlator_int.h"
-#include "receivers/pyroscope_int.h"
+#include "receivers/pyroscope/pyroscope_int.h"
 
 extern const char hs_default_config[];
 extern const size_t hs_default_config_len;
