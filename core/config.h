@@ -103,6 +103,10 @@ int hs_config_decode(const struct hs_config_field *fields, const struct hs_confi
                      void *out, const char *path, struct hs_error *err);
 /* Free what hs_config_decode allocated in `out` (strings, lists, maps, nested sections). */
 void hs_config_free_fields(const struct hs_config_field *fields, void *out);
+/* After a struct copy of a decoded config (*dst = *src), gives dst its own copies of what the
+ * pointers of `fields` own, so that src and dst are each freed with hs_config_free_fields (an
+ * exporter made per backend from one decoded template). Aborts when out of memory. */
+void hs_config_dup_fields(const struct hs_config_field *fields, void *out);
 
 /* Scalar parsers shared with the command line and tests. Return 0 or HS_EINVAL. */
 int hs_parse_duration_ms(const char *s, uint64_t *out);

@@ -585,6 +585,51 @@ void hs_config_free_fields(const struct hs_config_field *fields, void *out)
     }
 }
 
+static char **dup_strings(char *const *v, size_t n)
+{
+    if (!v)
+        return NULL;
+    char **out = hs_xcalloc(n ? n : 1, sizeof(*out));
+    for (size_t i = 0; i < n; i++)
+        out[i] = v[i] ? hs_xstrdup(v[i]) : NULL;
+    return out;
+}
+
+void hs_config_dup_fields(const struct hs_config_field *fields, void *out)
+{
+    if (!fields || !out)
+        return;
+    for (const struct hs_config_field *f = fields; f->name; f++) {
+        void *p = (char *)out + f->offset;
+        switch (f->type) {
+        case HS_CFG_STRING:
+        case HS_CFG_ENUM:
+        case HS_CFG_ENDPOINT:
+        case HS_CFG_URL:
+            if (*(char **)p)
+                *(char **)p = hs_xstrdup(*(char **)p);
+            break;
+        case HS_CFG_STRLIST: {
+            struct hs_strlist *l = p;
+            l->items = dup_strings(l->items, l->count);
+            break;
+        }
+        case HS_CFG_STRMAP: {
+            struct hs_strmap *m = p;
+            m->keys = dup_strings(m->keys, m->count);
+            m->values = dup_strings(m->values, m->count);
+            break;
+        }
+        case HS_CFG_SECTION:
+        case HS_CFG_INLINE:
+            hs_config_dup_fields(f->sub, p);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
 /* ---- reference ------------------------------------------------------------------------ */
 
 /* Markdown table cells cannot hold a bare "|" or a newline. */

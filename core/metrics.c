@@ -231,6 +231,12 @@ struct hs_exporter_counters hs_metrics_exporter_signal(struct hs_metrics *m, con
 {
     char labels[256];
     snprintf(labels, sizeof(labels), "exporter=\"%s\"", id);
+    return hs_metrics_exporter_labels(m, labels, signal);
+}
+
+struct hs_exporter_counters hs_metrics_exporter_labels(struct hs_metrics *m, const char *labels,
+                                                       unsigned signal)
+{
     if (signal == HS_SIGNAL_PROFILES)
         return (struct hs_exporter_counters){
             .sent = hs_metrics_counter(m, "exporter_sent_profiles_total",

@@ -68,6 +68,10 @@ struct hs_exporter_counters hs_metrics_exporter(struct hs_metrics *m, const char
  * (core/component.h). */
 struct hs_exporter_counters hs_metrics_exporter_signal(struct hs_metrics *m, const char *id,
                                                        unsigned signal);
+/* The same under preformatted labels (`exporter="<id>"` and more, e.g. a load_balancing
+ * exporter's backend). */
+struct hs_exporter_counters hs_metrics_exporter_labels(struct hs_metrics *m, const char *labels,
+                                                       unsigned signal);
 
 /* Prometheus text exposition format 0.0.4; HELP and TYPE once per family. */
 int hs_metrics_render(struct hs_metrics *m, struct hs_buf *out);

@@ -18,7 +18,7 @@
 #include "core/grpc.h"
 #include "core/http_client.h"
 #include "core/log.h"
-#include "exporters/helper/exporter.h"
+#include "exporters/otlp.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "pdata/otlp_json.h"
 #include "pdata/traces.h"
@@ -26,15 +26,6 @@
 /* Measured on 8192 typical spans (2.6 MB): level 1 gives 4.74x at 0.63 CPU-s per million spans,
  * level 6 gives 4.97x at 1.48. 5% fewer bytes is not worth half of our CPU budget (design §11). */
 #define GZIP_LEVEL 1
-
-struct otlp_config {
-    char *protocol;
-    char *endpoint;
-    char *traces_endpoint;
-    char *compression;
-    char *encoding;
-    struct hs_exporter_config common; /* timeout, headers, sending_queue, retry_on_failure, tls */
-};
 
 static const char *const compression_choices[] = {"gzip", "none", NULL};
 static const char *const encoding_choices[] = {"proto", "json", NULL};
@@ -44,32 +35,48 @@ static const char *const protocol_choices[] = {"http/protobuf", "grpc", NULL};
 /* the largest ExportTraceServiceResponse we read (wire.md §3: 4 MiB response limit) */
 #define GRPC_MAX_RESPONSE (4u << 20)
 
-static const struct hs_config_field otlp_fields[] = {
-    {"protocol", HS_CFG_ENUM, offsetof(struct otlp_config, protocol), "http/protobuf",
+/* What a backend of load_balancing has too: all but where it is. */
+static const struct hs_config_field otlp_wire_fields[] = {
+    {"protocol", HS_CFG_ENUM, offsetof(struct hs_otlp_config, protocol), "http/protobuf",
      .choices = protocol_choices,
      .doc = "http/protobuf: OTLP/HTTP (see encoding); grpc: OTLP/gRPC over HTTP/2"},
-    {"endpoint", HS_CFG_STRING, offsetof(struct otlp_config, endpoint), NULL,
+    {"compression", HS_CFG_ENUM, offsetof(struct hs_otlp_config, compression), "gzip",
+     .choices = compression_choices, .doc = "request body compression"},
+    {"encoding", HS_CFG_ENUM, offsetof(struct hs_otlp_config, encoding), "proto",
+     .choices = encoding_choices, .doc = "OTLP/HTTP body encoding: protobuf or JSON"},
+    {"exporter", HS_CFG_INLINE, offsetof(struct hs_otlp_config, common), .sub = hs_exporter_fields},
+    {0},
+};
+
+static const struct hs_config_field otlp_fields[] = {
+    {"endpoint", HS_CFG_STRING, offsetof(struct hs_otlp_config, endpoint), NULL,
      .doc = "http/protobuf: base URL of the backend, e.g. https://tempo:4318 (/v1/traces is "
             "appended); grpc: host:port (TLS unless tls.insecure), https://host:port (TLS) or "
             "http://host:port (h2c), e.g. tempo:4317"},
-    {"traces_endpoint", HS_CFG_URL, offsetof(struct otlp_config, traces_endpoint), NULL,
+    {"traces_endpoint", HS_CFG_URL, offsetof(struct hs_otlp_config, traces_endpoint), NULL,
      .doc = "full URL for traces, used as is (overrides endpoint)"},
-    {"compression", HS_CFG_ENUM, offsetof(struct otlp_config, compression), "gzip",
-     .choices = compression_choices, .doc = "request body compression"},
-    {"encoding", HS_CFG_ENUM, offsetof(struct otlp_config, encoding), "proto",
-     .choices = encoding_choices, .doc = "OTLP/HTTP body encoding: protobuf or JSON"},
-    {"exporter", HS_CFG_INLINE, offsetof(struct otlp_config, common), .sub = hs_exporter_fields},
+    {"otlp", HS_CFG_INLINE, 0, .sub = otlp_wire_fields},
+    {0},
+};
+
+const struct hs_config_field hs_otlp_backend_fields[] = {
+    {"port", HS_CFG_UINT, offsetof(struct hs_otlp_config, port), "0", .min = 0, .max = 65535,
+     .doc = "the OTLP port of a backend named without one; 0: 4318 for http/protobuf, 4317 for "
+            "grpc"},
+    {"otlp", HS_CFG_INLINE, 0, .sub = otlp_wire_fields},
     {0},
 };
 
 struct otlp_exp {
     struct hs_exporter x; /* first: the helper frees the struct */
-    struct otlp_config conf;
+    struct hs_otlp_config conf;
     bool gzip, json, grpc;
     bool grpc_tls;     /* grpc over TLS (h2 by ALPN), else h2c */
     char errtext[600]; /* a gRPC failure's text, for the sender's log line (one at a time) */
     struct hs_ratelimit log_rl;
 };
+
+extern const struct hs_component_type hs_exporter_otlp;
 
 /* ---- create ----------------------------------------------------------------------------- */
 
@@ -90,7 +97,7 @@ static char *grpc_url(const char *endpoint, bool tls)
     return (char *)b.data;
 }
 
-static char *traces_url(const struct otlp_config *conf)
+static char *traces_url(const struct hs_otlp_config *conf)
 {
     if (conf->traces_endpoint)
         return hs_xstrdup(conf->traces_endpoint);
@@ -333,19 +340,10 @@ static const struct hs_exporter_ops otlp_ops = {
     .classify = otlp_classify,
 };
 
-static int exp_create(const struct hs_config_node *cfg, const char *path, struct hs_component **out,
-                      struct hs_error *err)
+/* What create and hs_otlp_backend_new share once e->conf is filled: rc is the decoding's. */
+static int exp_finish(struct otlp_exp *e, int rc, const struct hs_config_node *cfg,
+                      const char *path, struct hs_component **out, struct hs_error *err)
 {
-    struct otlp_exp *e = hs_xcalloc(1, sizeof(*e));
-    hs_exporter_init(&e->x, &otlp_ops, &e->conf, &e->conf.common);
-    int rc = hs_config_decode(otlp_fields, cfg, &e->conf, path, err);
-    /* checked even when decoding failed, so every problem is reported at once; an endpoint
-     * with a bad URL is still "written", not missing */
-    if (!e->conf.endpoint && !e->conf.traces_endpoint && !hs_config_get(cfg, "endpoint") &&
-        !hs_config_get(cfg, "traces_endpoint")) {
-        hs_config_errorf(err, cfg, path, "one of endpoint or traces_endpoint is required");
-        rc = HS_EINVAL;
-    }
     e->grpc = e->conf.protocol && strcmp(e->conf.protocol, "grpc") == 0;
     if (rc == 0 && check_endpoint(e, cfg, path, err) != 0)
         rc = HS_EINVAL;
@@ -377,6 +375,45 @@ static int exp_create(const struct hs_config_node *cfg, const char *path, struct
 fail:
     hs_exporter_destroy(&e->x.base);
     return HS_EINVAL;
+}
+
+static int exp_create(const struct hs_config_node *cfg, const char *path, struct hs_component **out,
+                      struct hs_error *err)
+{
+    struct otlp_exp *e = hs_xcalloc(1, sizeof(*e));
+    hs_exporter_init(&e->x, &otlp_ops, &e->conf, &e->conf.common);
+    int rc = hs_config_decode(otlp_fields, cfg, &e->conf, path, err);
+    /* checked even when decoding failed, so every problem is reported at once; an endpoint
+     * with a bad URL is still "written", not missing */
+    if (!e->conf.endpoint && !e->conf.traces_endpoint && !hs_config_get(cfg, "endpoint") &&
+        !hs_config_get(cfg, "traces_endpoint")) {
+        hs_config_errorf(err, cfg, path, "one of endpoint or traces_endpoint is required");
+        rc = HS_EINVAL;
+    }
+    return exp_finish(e, rc, cfg, path, out, err);
+}
+
+uint16_t hs_otlp_backend_port(const struct hs_otlp_config *c)
+{
+    if (c->port)
+        return (uint16_t)c->port;
+    return c->protocol && strcmp(c->protocol, "grpc") == 0 ? 4317 : 4318;
+}
+
+int hs_otlp_backend_new(const struct hs_otlp_config *tmpl, const char *endpoint,
+                        const struct hs_config_node *cfg, const char *path,
+                        struct hs_component **out, struct hs_error *err)
+{
+    struct otlp_exp *e = hs_xcalloc(1, sizeof(*e));
+    hs_exporter_init(&e->x, &otlp_ops, &e->conf, &e->conf.common);
+    e->conf = *tmpl;
+    hs_config_dup_fields(hs_otlp_backend_fields, &e->conf);
+    e->conf.endpoint = hs_xstrdup(endpoint); /* tmpl has none: its rows have no endpoint */
+    e->conf.traces_endpoint = NULL;
+    int rc = exp_finish(e, 0, cfg, path, out, err);
+    if (rc == 0)
+        (*out)->type = &hs_exporter_otlp; /* what the core sets for those it makes */
+    return rc;
 }
 
 /* ---- the component ---------------------------------------------------------------------- */

@@ -13,7 +13,7 @@
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/config.h"
-#include "exporters/helper/exporter.h"
+#include "exporters/pyroscope.h"
 #include "pdata/profiles.h"
 #include "push/v1/push.pb-c.h"
 
@@ -24,58 +24,59 @@
 static const char *const protocol_choices[] = {"push", "ingest", NULL};
 static const char *const compression_choices[] = {"none", "gzip", NULL};
 
-struct basic_auth_config {
-    char *username;
-    char *password;
-};
-
-struct pyro_config {
-    char *endpoint;
-    char *protocol;
-    bool has_basic_auth;
-    struct basic_auth_config basic_auth;
-    char *tenant_id;
-    char *compression;
-    struct hs_exporter_config common; /* timeout, headers, sending_queue, retry_on_failure, tls */
-};
-
 static const struct hs_config_field basic_auth_fields[] = {
-    {"username", HS_CFG_STRING, offsetof(struct basic_auth_config, username), NULL,
+    {"username", HS_CFG_STRING, offsetof(struct hs_pyroscope_basic_auth, username), NULL,
      .required = true, .doc = "user name"},
-    {"password", HS_CFG_STRING, offsetof(struct basic_auth_config, password), NULL,
+    {"password", HS_CFG_STRING, offsetof(struct hs_pyroscope_basic_auth, password), NULL,
      .doc = "password (use ${env:VAR} rather than writing it in the file)"},
     {0},
 };
 
-static const struct hs_config_field pyro_fields[] = {
-    {"endpoint", HS_CFG_URL, offsetof(struct pyro_config, endpoint), NULL, .required = true,
-     .doc = "base URL of Pyroscope, e.g. http://pyroscope:4040; a path prefix is kept"},
-    {"protocol", HS_CFG_ENUM, offsetof(struct pyro_config, protocol), "push",
+/* What a backend of load_balancing has too: all but where it is. */
+static const struct hs_config_field pyro_wire_fields[] = {
+    {"protocol", HS_CFG_ENUM, offsetof(struct hs_pyroscope_config, protocol), "push",
      .choices = protocol_choices,
      .doc = "push: one POST /push.v1.PusherService/Push (Connect, protobuf) per batch; ingest: "
             "one POST /ingest per profile"},
-    {"basic_auth", HS_CFG_SECTION, offsetof(struct pyro_config, basic_auth), NULL,
+    {"basic_auth", HS_CFG_SECTION, offsetof(struct hs_pyroscope_config, basic_auth), NULL,
      .sub = basic_auth_fields, .has_presence = true,
-     .presence_offset = offsetof(struct pyro_config, has_basic_auth),
+     .presence_offset = offsetof(struct hs_pyroscope_config, has_basic_auth),
      .doc = "sends Authorization: Basic base64(username:password), unless headers has an "
             "Authorization"},
-    {"tenant_id", HS_CFG_STRING, offsetof(struct pyro_config, tenant_id), NULL,
+    {"tenant_id", HS_CFG_STRING, offsetof(struct hs_pyroscope_config, tenant_id), NULL,
      .doc = "X-Scope-OrgID sent with every request (an X-Scope-OrgID in headers wins); without "
             "it, the tenant each batch arrived with is sent"},
-    {"compression", HS_CFG_ENUM, offsetof(struct pyro_config, compression), "none",
+    {"compression", HS_CFG_ENUM, offsetof(struct hs_pyroscope_config, compression), "none",
      .choices = compression_choices,
      .doc = "push only: Content-Encoding gzip on the request. /ingest does not decode request "
             "encodings, so there the pprof goes as it arrived"},
-    {"exporter", HS_CFG_INLINE, offsetof(struct pyro_config, common), .sub = hs_exporter_fields},
+    {"exporter", HS_CFG_INLINE, offsetof(struct hs_pyroscope_config, common),
+     .sub = hs_exporter_fields},
+    {0},
+};
+
+static const struct hs_config_field pyro_fields[] = {
+    {"endpoint", HS_CFG_URL, offsetof(struct hs_pyroscope_config, endpoint), NULL, .required = true,
+     .doc = "base URL of Pyroscope, e.g. http://pyroscope:4040; a path prefix is kept"},
+    {"pyroscope", HS_CFG_INLINE, 0, .sub = pyro_wire_fields},
+    {0},
+};
+
+const struct hs_config_field hs_pyroscope_backend_fields[] = {
+    {"port", HS_CFG_UINT, offsetof(struct hs_pyroscope_config, port), "4040", .min = 1,
+     .max = 65535, .doc = "every backend's Pyroscope port (the push API and /ingest)"},
+    {"pyroscope", HS_CFG_INLINE, 0, .sub = pyro_wire_fields},
     {0},
 };
 
 struct pyro_exp {
     struct hs_exporter x; /* first: the helper frees the struct */
-    struct pyro_config conf;
+    struct hs_pyroscope_config conf;
     bool ingest, gzip;
     uint64_t boundary_seq;
 };
+
+extern const struct hs_component_type hs_exporter_pyroscope;
 
 /* ---- create ----------------------------------------------------------------------------- */
 
@@ -83,7 +84,7 @@ struct pyro_exp {
  * and, for /ingest, the Content-Type. */
 static void build_headers(struct pyro_exp *e)
 {
-    const struct pyro_config *conf = &e->conf;
+    const struct hs_pyroscope_config *conf = &e->conf;
     hs_exporter_header(&e->x, "User-Agent", "hotspan/" HS_VERSION);
     if (!e->ingest) {
         hs_exporter_header(&e->x, "Content-Type", "application/proto");
@@ -108,13 +109,11 @@ static void build_headers(struct pyro_exp *e)
 
 static const struct hs_exporter_ops pyro_ops;
 
-static int pyro_create(const struct hs_config_node *cfg, const char *path,
+/* What create and hs_pyroscope_backend_new share once e->conf is decoded. */
+static int pyro_finish(struct pyro_exp *e, const struct hs_config_node *cfg, const char *path,
                        struct hs_component **out, struct hs_error *err)
 {
-    struct pyro_exp *e = hs_xcalloc(1, sizeof(*e));
-    hs_exporter_init(&e->x, &pyro_ops, &e->conf, &e->conf.common);
-    if (hs_config_decode(pyro_fields, cfg, &e->conf, path, err) != 0 ||
-        hs_exporter_configure(&e->x, cfg, path, err) != 0)
+    if (hs_exporter_configure(&e->x, cfg, path, err) != 0)
         goto fail;
     e->ingest = strcmp(e->conf.protocol, "ingest") == 0;
     e->gzip = !e->ingest && strcmp(e->conf.compression, "gzip") == 0;
@@ -133,6 +132,33 @@ static int pyro_create(const struct hs_config_node *cfg, const char *path,
 fail:
     hs_exporter_destroy(&e->x.base);
     return HS_EINVAL;
+}
+
+static int pyro_create(const struct hs_config_node *cfg, const char *path,
+                       struct hs_component **out, struct hs_error *err)
+{
+    struct pyro_exp *e = hs_xcalloc(1, sizeof(*e));
+    hs_exporter_init(&e->x, &pyro_ops, &e->conf, &e->conf.common);
+    if (hs_config_decode(pyro_fields, cfg, &e->conf, path, err) != 0) {
+        hs_exporter_destroy(&e->x.base);
+        return HS_EINVAL;
+    }
+    return pyro_finish(e, cfg, path, out, err);
+}
+
+int hs_pyroscope_backend_new(const struct hs_pyroscope_config *tmpl, const char *endpoint,
+                             const struct hs_config_node *cfg, const char *path,
+                             struct hs_component **out, struct hs_error *err)
+{
+    struct pyro_exp *e = hs_xcalloc(1, sizeof(*e));
+    hs_exporter_init(&e->x, &pyro_ops, &e->conf, &e->conf.common);
+    e->conf = *tmpl;
+    hs_config_dup_fields(hs_pyroscope_backend_fields, &e->conf);
+    e->conf.endpoint = hs_xstrdup(endpoint); /* tmpl has none: its rows have no endpoint */
+    int rc = pyro_finish(e, cfg, path, out, err);
+    if (rc == 0)
+        (*out)->type = &hs_exporter_pyroscope; /* what the core sets for those it makes */
+    return rc;
 }
 
 /* ---- push: one PushRequest per batch ---------------------------------------------------- */

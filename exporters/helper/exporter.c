@@ -86,6 +86,8 @@ void hs_exporter_destroy(struct hs_component *c)
 {
     struct hs_exporter *x = hs_container_of(c, struct hs_exporter, base);
     hs_sender_free(x->sender);
+    free(x->sender_name);
+    free(x->sender_labels);
     for (size_t i = 0; i < x->header_count; i++)
         free(x->headers[i]);
     free(x->headers);
@@ -122,6 +124,15 @@ static struct hs_sender *exporter_sender(struct hs_exporter *x)
     for (size_t i = 0; i < h->count; i++)
         hs_exporter_header(x, h->keys[i], h->values[i]);
     const struct hs_exporter_ops *ops = x->ops;
+    if (x->backend) {
+        struct hs_buf name = {0}, labels = {0};
+        if (hs_buf_printf(&name, "%s/%s/%s", x->base.id, x->backend, items_name(x)) != 0 ||
+            hs_buf_printf(&labels, "backend=\"%s\",signal=\"%s\"", x->backend,
+                          ops->signal == HS_SIGNAL_TRACES ? "traces" : "profiles") != 0)
+            abort(); /* a few bytes: treat like hs_xmalloc */
+        x->sender_name = (char *)name.data;
+        x->sender_labels = (char *)labels.data;
+    }
     x->sender = hs_sender_new(&(struct hs_sender_options){
         .id = x->base.id,
         .items = items_name(x),
@@ -142,6 +153,8 @@ static struct hs_sender *exporter_sender(struct hs_exporter *x)
                   .on_success = ops->on_success,
                   .classify = ops->classify},
         .ud = x,
+        .name = x->sender_name,
+        .labels = x->sender_labels,
     });
     return x->sender;
 }
@@ -155,7 +168,8 @@ int hs_exporter_start(struct hs_component *c, const struct hs_host *host)
     int rc = hs_sender_start(exporter_sender(x), host->loop, host->metrics);
     if (rc != 0)
         return rc;
-    hs_log_info(c->id, "exporting %s to %s%s", items_name(x), x->url, x->note ? x->note : "");
+    hs_log_info(x->sender_name ? x->sender_name : c->id, "exporting %s to %s%s", items_name(x),
+                x->url, x->note ? x->note : "");
     return 0;
 }
 
@@ -173,6 +187,41 @@ int hs_exporter_submit(struct hs_exporter *x, void *item, size_t bytes, uint32_t
         return HS_EAGAIN;
     }
     return hs_sender_submit(exporter_sender(x), item, bytes, count, parts);
+}
+
+int hs_exporter_submit_keyed(struct hs_exporter *x, void *item, size_t bytes, uint32_t count,
+                             uint32_t parts, uint64_t key)
+{
+    if (x->closing) {
+        release(x, item);
+        return HS_EAGAIN;
+    }
+    return hs_sender_submit_keyed(exporter_sender(x), item, bytes, count, parts, key);
+}
+
+bool hs_exporter_room(struct hs_exporter *x, uint32_t n)
+{
+    return !x->closing && hs_sender_room(exporter_sender(x), n);
+}
+
+uint32_t hs_exporter_parts(const struct hs_exporter *x, const void *item)
+{
+    return x->ops->parts ? x->ops->parts(x, item) : 1;
+}
+
+void hs_exporter_evict(struct hs_exporter *x, hs_sender_move_fn fn, void *ud)
+{
+    hs_sender_evict(exporter_sender(x), fn, ud);
+}
+
+int hs_exporter_adopt(struct hs_exporter *x, struct hs_sender_moved *m)
+{
+    return hs_sender_adopt(exporter_sender(x), m);
+}
+
+uint32_t hs_exporter_held(const struct hs_exporter *x)
+{
+    return x->sender ? hs_sender_held(x->sender) : 0;
 }
 
 int hs_exporter_consume_traces(struct hs_component *c, struct hs_traces *t)

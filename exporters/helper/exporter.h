@@ -68,6 +68,10 @@ struct hs_exporter {
     const char *note;      /* after the URL in the start log line, e.g. " (OTLP/gRPC, TLS)" */
     unsigned client_flags; /* HTTP: hs_http_client_new_flags */
     bool tenant_fixed;     /* the backend's tenant is configured: batches' tenants are not sent */
+    /* load_balancing: the backend this instance serves, set with base.id before first use
+     * (NULL otherwise): its metrics carry backend= and signal= labels beside exporter=, its logs
+     * and /healthz say "<id>/<backend>/<spans|profiles>", which also names its store file. */
+    const char *backend;
     /* ---- the helper's ---- */
     const struct hs_exporter_ops *ops;
     void *conf;                              /* the exporter's config (ops->fields) */
@@ -76,6 +80,7 @@ struct hs_exporter {
     char **headers;                          /* the exporter's lines, then the configured */
     size_t header_count, header_cap;
     struct hs_sender *sender; /* made at first use: the core sets base.id after create */
+    char *sender_name, *sender_labels; /* with backend */
     bool closing;
     hs_done_cb done;
 };
@@ -126,5 +131,20 @@ void hs_exporter_destroy(struct hs_component *c);
  * own consume. Returns 0 or HS_EAGAIN (full, or shutting down). */
 int hs_exporter_submit(struct hs_exporter *x, void *item, size_t bytes, uint32_t count,
                        uint32_t parts);
+
+/* ---- for an exporter made of others (load_balancing: two per backend) -------------------- */
+
+/* hs_exporter_submit with the routing key kept beside the item (hs_sender_submit_keyed). */
+int hs_exporter_submit_keyed(struct hs_exporter *x, void *item, size_t bytes, uint32_t count,
+                             uint32_t parts, uint64_t key);
+/* Would n more items be taken now (hs_sender_room)? */
+bool hs_exporter_room(struct hs_exporter *x, uint32_t n);
+/* The requests an item makes (ops->parts, or 1). */
+uint32_t hs_exporter_parts(const struct hs_exporter *x, const void *item);
+/* hs_sender_evict and hs_sender_adopt on the instance's queue. */
+void hs_exporter_evict(struct hs_exporter *x, hs_sender_move_fn fn, void *ud);
+int hs_exporter_adopt(struct hs_exporter *x, struct hs_sender_moved *m);
+/* Items held: queued, in flight, waiting to retry. */
+uint32_t hs_exporter_held(const struct hs_exporter *x);
 
 #endif

@@ -3,6 +3,7 @@
  * second process (or a second exporter with the same id) from replaying the same records. */
 #include "queue_store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -36,7 +37,8 @@ static const char schema[] = "CREATE TABLE IF NOT EXISTS queue ("
                              " count INTEGER NOT NULL,"   /* items in the parts not yet settled */
                              " parts INTEGER NOT NULL,"
                              " next_part INTEGER NOT NULL,"
-                             " record BLOB NOT NULL)";
+                             " record BLOB NOT NULL,"
+                             " route_key INTEGER NOT NULL DEFAULT 0)"; /* load_balancing's */
 /* clang-format on */
 
 static void set_err(struct hs_queue_store *st, const char *what)
@@ -121,7 +123,8 @@ static enum open_result prepare(struct hs_queue_store *st)
         const char *sql;
     } stmts[] = {
         {offsetof(struct hs_queue_store, ins),
-         "INSERT INTO queue (created, count, parts, next_part, record) VALUES (?, ?, ?, ?, ?)"},
+         "INSERT INTO queue (created, count, parts, next_part, record, route_key) "
+         "VALUES (?, ?, ?, ?, ?, ?)"},
         {offsetof(struct hs_queue_store, get), "SELECT record FROM queue WHERE id = ?"},
         {offsetof(struct hs_queue_store, adv),
          "UPDATE queue SET next_part = ?, count = ? WHERE id = ?"},
@@ -136,6 +139,18 @@ static enum open_result prepare(struct hs_queue_store *st)
         }
     }
     return OPEN_OK;
+}
+
+/* A file from before route_key (its queue is kept): the column is added, 0 for every record. */
+static enum open_result add_route_key(struct hs_queue_store *st)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(st->db, "SELECT route_key FROM queue LIMIT 0", -1, &q, NULL);
+    sqlite3_finalize(q);
+    if (rc == SQLITE_OK)
+        return OPEN_OK;
+    return exec_step(st, "ALTER TABLE queue ADD COLUMN route_key INTEGER NOT NULL DEFAULT 0",
+                     "schema");
 }
 
 static enum open_result try_open(struct hs_queue_store *st)
@@ -156,7 +171,7 @@ static enum open_result try_open(struct hs_queue_store *st)
     /* a write transaction takes the exclusive lock now, not at the first put */
     if ((r = exec_step(st, "BEGIN IMMEDIATE", "lock")) != OPEN_OK)
         return r;
-    if ((r = exec_step(st, schema, "schema")) != OPEN_OK) {
+    if ((r = exec_step(st, schema, "schema")) != OPEN_OK || (r = add_route_key(st)) != OPEN_OK) {
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
         return r;
     }
@@ -195,6 +210,84 @@ void hs_queue_store_close(struct hs_queue_store *st)
     free(st->path);
     free(st->fail_path);
     free(st);
+}
+
+static bool store_empty(struct hs_queue_store *st)
+{
+    sqlite3_stmt *q = NULL;
+    bool empty =
+        sqlite3_prepare_v2(st->db, "SELECT 1 FROM queue LIMIT 1", -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_DONE;
+    sqlite3_finalize(q);
+    return empty;
+}
+
+bool hs_queue_store_close_remove(struct hs_queue_store *st)
+{
+    if (!st)
+        return false;
+    bool empty = st->db && store_empty(st);
+    char *path = hs_xstrdup(st->path);
+    hs_queue_store_close(st); /* the WAL is checkpointed and removed by the last close */
+    if (empty) {
+        static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+        for (size_t i = 0; i < HS_ARRAY_SIZE(suffixes); i++) {
+            char f[600];
+            snprintf(f, sizeof(f), "%s%s", path, suffixes[i]);
+            unlink(f);
+        }
+    }
+    free(path);
+    return empty;
+}
+
+static int hexval(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* file_name's inverse: false when `name` is not one of ours. */
+static bool id_of(const char *name, struct hs_buf *id)
+{
+    static const char suffix[] = ".queue.db";
+    size_t n = strlen(name), sl = sizeof(suffix) - 1;
+    if (n <= sl || strcmp(name + n - sl, suffix) != 0)
+        return false;
+    hs_buf_reset(id);
+    for (size_t i = 0; i < n - sl; i++) {
+        int c = (unsigned char)name[i];
+        if (c == '%') {
+            int hi = i + 2 < n - sl ? hexval(name[i + 1]) : -1,
+                lo = hi < 0 ? -1 : hexval(name[i + 2]);
+            if (lo < 0)
+                return false;
+            c = hi << 4 | lo;
+            i += 2;
+        }
+        if (hs_buf_putc(id, (uint8_t)c) != 0)
+            return false;
+    }
+    return hs_buf_putc(id, '\0') == 0;
+}
+
+int hs_queue_store_list(const char *dir, const char *prefix, void (*fn)(void *ud, const char *id),
+                        void *ud)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : HS_EIO;
+    int n = 0;
+    struct hs_buf id = {0};
+    size_t pl = strlen(prefix);
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (!id_of(de->d_name, &id) || strncmp((const char *)id.data, prefix, pl) != 0)
+            continue;
+        fn(ud, (const char *)id.data);
+        n++;
+    }
+    hs_buf_free(&id);
+    closedir(d);
+    return n;
 }
 
 int hs_queue_store_open(const char *dir, const char *id, struct hs_queue_store **out,
@@ -248,8 +341,9 @@ int hs_queue_store_scan(struct hs_queue_store *st,
 {
     sqlite3_stmt *q = NULL;
     int rc = sqlite3_prepare_v2(
-        st->db, "SELECT id, length(record), count, parts, next_part FROM queue ORDER BY id", -1, &q,
-        NULL);
+        st->db,
+        "SELECT id, length(record), count, parts, next_part, route_key FROM queue ORDER BY id", -1,
+        &q, NULL);
     while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
         struct hs_queue_store_meta m = {
             .id = sqlite3_column_int64(q, 0),
@@ -257,6 +351,7 @@ int hs_queue_store_scan(struct hs_queue_store *st,
             .count = (uint32_t)sqlite3_column_int64(q, 2),
             .parts = (uint32_t)sqlite3_column_int64(q, 3),
             .next_part = (uint32_t)sqlite3_column_int64(q, 4),
+            .key = (uint64_t)sqlite3_column_int64(q, 5),
         };
         fn(ud, &m);
         rc = SQLITE_OK;
@@ -298,6 +393,7 @@ int hs_queue_store_put(struct hs_queue_store *st, const void *rec, size_t len,
     sqlite3_bind_int64(st->ins, 3, meta->parts);
     sqlite3_bind_int64(st->ins, 4, meta->next_part);
     sqlite3_bind_blob64(st->ins, 5, rec, len, SQLITE_STATIC);
+    sqlite3_bind_int64(st->ins, 6, (int64_t)meta->key);
     int rc = run(st, st->ins, "write");
     if (rc == 0) {
         meta->id = sqlite3_last_insert_rowid(st->db);

@@ -17,6 +17,7 @@ struct hs_queue_store_meta {
     uint32_t count;     /* spans or profiles in the parts not yet settled */
     uint32_t parts;     /* requests in the record */
     uint32_t next_part; /* the first part not yet settled */
+    uint64_t key;       /* the routing key it was put with (load_balancing), else 0 */
 };
 
 struct hs_queue_store_open_info {
@@ -32,11 +33,20 @@ int hs_queue_store_open(const char *dir, const char *id, struct hs_queue_store *
                         struct hs_queue_store_open_info *info);
 /* Closes and frees; safe with NULL. */
 void hs_queue_store_close(struct hs_queue_store *st);
+/* Closes and frees, and deletes the file when it holds no record (a load_balancing backend that
+ * left, its records moved to others): true when it was deleted. */
+bool hs_queue_store_close_remove(struct hs_queue_store *st);
+/* Calls fn with the id of every store in DIR whose id starts with `prefix` (the ids of the files
+ * hs_queue_store_open makes, unescaped), e.g. a load_balancing exporter's stores of backends
+ * that are not in the resolver's answer any more. Returns how many, or HS_EIO when DIR cannot be
+ * read (none when it does not exist). */
+int hs_queue_store_list(const char *dir, const char *prefix, void (*fn)(void *ud, const char *id),
+                        void *ud);
 
 /* Calls fn for every record, oldest first. Returns 0 or HS_EIO. */
 int hs_queue_store_scan(struct hs_queue_store *st,
                         void (*fn)(void *ud, const struct hs_queue_store_meta *m), void *ud);
-/* Writes a record (meta->count, parts, next_part are stored; id and bytes are set). On disk
+/* Writes a record (meta->count, parts, next_part, key are stored; id and bytes are set). On disk
  * when 0 is returned. Returns 0 or HS_EIO (disk full, I/O error: see hs_queue_store_errmsg). */
 int hs_queue_store_put(struct hs_queue_store *st, const void *rec, size_t len,
                        struct hs_queue_store_meta *meta);

@@ -117,6 +117,7 @@ struct hs_sender *hs_sender_new(const struct hs_sender_options *opt)
 {
     struct hs_sender *s = hs_xcalloc(1, sizeof(*s));
     s->opt = *opt;
+    s->name = opt->name ? opt->name : opt->id;
     s->transport = opt->transport ? opt->transport : &http_transport;
     s->capacity = opt->queue->enabled ? opt->queue->queue_size : opt->queue->num_consumers;
     s->nslots = opt->queue->num_consumers;
@@ -177,9 +178,10 @@ static double gauge_failing_seconds(void *ud)
 
 static void metrics_register(struct hs_sender *s, struct hs_metrics *m)
 {
-    char labels[256], name[96], help[96];
-    snprintf(labels, sizeof(labels), "exporter=\"%s\"", s->opt.id);
-    struct hs_exporter_counters c = hs_metrics_exporter_signal(m, s->opt.id, s->opt.signal);
+    char labels[512], name[96], help[96];
+    snprintf(labels, sizeof(labels), "exporter=\"%s\"%s%s", s->opt.id, s->opt.labels ? "," : "",
+             s->opt.labels ? s->opt.labels : "");
+    struct hs_exporter_counters c = hs_metrics_exporter_labels(m, labels, s->opt.signal);
     s->sent = c.sent;
     s->failed = c.failed;
     snprintf(name, sizeof(name), "exporter_enqueue_failed_%s_total", s->opt.items);
@@ -196,7 +198,7 @@ static void metrics_register(struct hs_sender *s, struct hs_metrics *m)
     hs_metrics_gauge(m, "exporter_failing_seconds",
                      "Seconds every send attempt has been failing (0: the last one succeeded)",
                      labels, gauge_failing_seconds, s);
-    hs_metrics_health(m, s->opt.id, &s->health, s);
+    hs_metrics_health(m, s->name, &s->health, s);
     if (s->opt.queue->storage)
         hs_sender_store_metrics(s, m, labels);
 }
@@ -415,7 +417,7 @@ static bool slot_retry(struct slot *sl, const struct hs_http_result *res)
         snprintf(why, sizeof(why), "HTTP %d", res->status);
         if (res->status && res->error) /* a classify hook's text (a gRPC status) */
             snprintf(why, sizeof(why), "%s", res->error);
-        hs_log_warn(s->opt.id,
+        hs_log_warn(s->name,
                     "export of %u %s failed (%s), retrying in %llu ms "
                     "(%u similar messages suppressed)",
                     n, s->opt.items, res->status ? why : res->error, (unsigned long long)delay,
@@ -469,7 +471,7 @@ static void slot_permanent(struct slot *sl, const struct hs_http_result *res)
     slot_drop(sl, "permanent_error", sl->req.count);
     uint32_t suppressed;
     if (hs_ratelimit_allow(&s->log_rl, hs_now_ms(), &suppressed))
-        hs_log_error(s->opt.id,
+        hs_log_error(s->name,
                      "export of %u %s failed permanently: HTTP %d: %s "
                      "(%u similar messages suppressed)",
                      sl->req.count, s->opt.items, res->status, text, suppressed);
@@ -510,6 +512,11 @@ static void on_response(void *ud, const struct hs_http_result *in)
         slot_sent(sl, res);
     else if (v == HS_SENDER_RETRY ||
              (!v && (st == 0 || st == 429 || st == 502 || st == 503 || st == 504))) {
+        if (s->evicting) { /* not here again: the item goes where its key lives now */
+            hs_sender_slot_hand_over(sl);
+            sender_progress(s);
+            return;
+        }
         if (s->closing && s->store) { /* no more attempts: the record waits on disk */
             slot_leave(sl);
             sender_progress(s);
@@ -520,6 +527,11 @@ static void on_response(void *ud, const struct hs_http_result *in)
     } else
         slot_permanent(sl, res);
     slot_part_done(sl);
+    if (s->evicting && sl->part < sl->entry->parts) { /* the other parts go elsewhere */
+        hs_sender_slot_hand_over(sl);
+        sender_progress(s);
+        return;
+    }
     if (s->closing && s->store && sl->part < sl->entry->parts) { /* resumes there next start */
         slot_leave(sl);
         sender_progress(s);
@@ -534,7 +546,7 @@ static void on_response(void *ud, const struct hs_http_result *in)
 /* Moves queued items into idle slots and starts them. */
 void hs_sender_pump(struct hs_sender *s)
 {
-    if (s->closing && s->store) /* what is queued stays on disk for the next start */
+    if ((s->closing && s->store) || s->evicting) /* stays on disk, or was handed over */
         return;
     for (uint32_t i = 0; i < s->nslots && s->head;) {
         struct slot *sl = &s->slots[i];
@@ -594,13 +606,29 @@ static void sender_progress(struct hs_sender *s)
     s->transport->close(s->conn, transport_closed, s);
 }
 
+uint32_t hs_sender_held(const struct hs_sender *s)
+{
+    return s->held;
+}
+
+bool hs_sender_room(const struct hs_sender *s, uint32_t n)
+{
+    return !s->closing && !s->evicting && (s->started || !s->opt.queue->storage) &&
+           s->held + (uint64_t)n <= s->capacity && s->held_bytes < s->opt.queue->queue_bytes;
+}
+
 bool hs_sender_ready(const struct hs_sender *s)
 {
-    return !s->closing && (s->started || !s->opt.queue->storage) && s->held < s->capacity &&
-           s->held_bytes < s->opt.queue->queue_bytes;
+    return hs_sender_room(s, 1);
 }
 
 int hs_sender_submit(struct hs_sender *s, void *item, size_t bytes, uint32_t count, uint32_t parts)
+{
+    return hs_sender_submit_keyed(s, item, bytes, count, parts, 0);
+}
+
+int hs_sender_submit_keyed(struct hs_sender *s, void *item, size_t bytes, uint32_t count,
+                           uint32_t parts, uint64_t key)
 {
     if (!hs_sender_ready(s)) {
         if (s->enqueue_failed)
@@ -609,12 +637,13 @@ int hs_sender_submit(struct hs_sender *s, void *item, size_t bytes, uint32_t cou
         return HS_EAGAIN;
     }
     if (s->store)
-        return hs_sender_store_submit(s, item, count, parts ? parts : 1);
+        return hs_sender_store_submit(s, item, count, parts ? parts : 1, key);
     struct entry *e = hs_xcalloc(1, sizeof(*e));
     e->item = item;
     e->bytes = bytes;
     e->count = count;
     e->parts = parts ? parts : 1;
+    e->key = key;
     hs_sender_queue_append(s, e);
     if (s->started)
         hs_sender_pump(s);

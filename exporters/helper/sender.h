@@ -141,6 +141,12 @@ struct hs_sender_options {
     size_t header_count;
     struct hs_sender_hooks hooks;
     void *ud; /* given to the hooks */
+    /* Optional, for one of several senders under one exporter id (load_balancing: one per
+     * backend and signal; both borrowed): `name` is what logs and /healthz say and what the store
+     * file is named by (NULL: the id), `labels` follow exporter="<id>" on every metric (e.g.
+     * backend="10.0.0.7",signal="traces"). */
+    const char *name;
+    const char *labels;
 };
 
 /* Allocates a sender; no I/O (call from create). Never fails (small control structures). */
@@ -159,6 +165,49 @@ bool hs_sender_ready(const struct hs_sender *s);
  * item is on disk. Returns 0, or HS_EAGAIN when the queue is full, shutting down, or the store
  * cannot write (counted as exporter_enqueue_failed_<items>_total). */
 int hs_sender_submit(struct hs_sender *s, void *item, size_t bytes, uint32_t count, uint32_t parts);
+/* hs_sender_submit with a routing key kept beside the item (with storage: in its record), handed
+ * back by hs_sender_evict (load_balancing: the key's new owner takes it). */
+int hs_sender_submit_keyed(struct hs_sender *s, void *item, size_t bytes, uint32_t count,
+                           uint32_t parts, uint64_t key);
+/* Would `n` more items be taken now? As hs_sender_ready, with room for n entries: one batch
+ * split over several queues is taken by all of them or refused by all. */
+bool hs_sender_room(const struct hs_sender *s, uint32_t n);
+
+/* Items held: queued, in flight, waiting to retry. */
+uint32_t hs_sender_held(const struct hs_sender *s);
+
+/* ---- moving items between senders (load_balancing: a backend that left the resolver's answer
+ * hands its queue to the keys' new owners) ---- */
+
+/* An item taken out of a sender. */
+struct hs_sender_moved {
+    void *item;         /* in memory: the item (the taker owns it); NULL with storage */
+    const uint8_t *rec; /* with storage: the record's bytes, borrowed during the call */
+    size_t rec_len;
+    size_t bytes;        /* as counted against queue_bytes */
+    uint32_t count;      /* items (spans, profiles) in the parts not yet settled */
+    uint32_t parts;      /* requests of the item */
+    uint32_t first_part; /* the first not yet settled (an /ingest item cut short) */
+    uint64_t key;        /* as given to hs_sender_submit_keyed */
+    /* Set by the taker when it could not take the item (its store cannot write): with storage
+     * the record then stays in this sender's file, for the next start; in memory the item is
+     * dropped and counted ("not_rerouted"). */
+    bool kept;
+};
+typedef void (*hs_sender_move_fn)(void *ud, struct hs_sender_moved *m);
+
+/* Takes everything out of the sender for good: every queued item, and every one waiting to be
+ * retried, is handed to fn now; one in flight when its attempt fails (a success settles it as
+ * usual; an /ingest item's remaining parts are handed on once its current part is answered).
+ * With storage a handed record is deleted from this sender's store after fn returns, unless
+ * kept. From then on the sender takes nothing; shut it down next: its done fires once the last
+ * attempt in flight has ended, and with storage its file is removed when no record is left. */
+void hs_sender_evict(struct hs_sender *s, hs_sender_move_fn fn, void *ud);
+/* Queues an item another sender handed over (m->item is taken), beyond the capacity: it was
+ * acknowledged upstream, so it is never refused for room. With storage the record is written to
+ * this sender's store first. Returns 0, or HS_EAGAIN when the store cannot write or the sender
+ * has finished or is evicting (the caller then sets m->kept). */
+int hs_sender_adopt(struct hs_sender *s, struct hs_sender_moved *m);
 /* Stops accepting; calls done(ud) once every held item is settled and every handle closed.
  * With storage it does not wait for the queue to drain: requests in flight are let finish
  * (one attempt each), the rest stays on disk for the next start. Safe before start (done at

@@ -17,7 +17,8 @@ struct entry {
     uint32_t count; /* with storage: of the parts not yet settled */
     uint32_t parts;
     int64_t rec_id;      /* with storage */
-    uint32_t first_part; /* with storage: the parts before it were settled before a restart */
+    uint32_t first_part; /* the parts before it were settled (before a restart, or elsewhere) */
+    uint64_t key;        /* the routing key it was submitted with (hs_sender_submit_keyed) */
 };
 
 /* A consumer: one item, part after part, retries included. */
@@ -52,6 +53,11 @@ struct hs_sender {
     unsigned closing_handles;
     void (*done)(void *ud);
     void *done_ud;
+    const char *name; /* opt.name, or opt.id */
+    /* hs_sender_evict: everything goes to evict_fn */
+    hs_sender_move_fn evict_fn;
+    void *evict_ud;
+    bool evicting;
     struct hs_ratelimit log_rl;
     struct hs_counter *sent, *failed, *enqueue_failed, *retries;
     struct hs_health health; /* failing since when: /healthz/ready and exporter_failing_seconds */
@@ -72,6 +78,10 @@ int hs_sender_slot_lines_reserve(struct slot *sl, size_t n);
 double hs_sender_gauge_held(void *ud);
 double hs_sender_gauge_held_bytes(void *ud);
 
+/* ---- sender_move.c, for sender.c ---- */
+/* Evicting: hands the slot's item (from its current part) to evict_fn and frees the slot. */
+void hs_sender_slot_hand_over(struct slot *sl);
+
 /* ---- sender_store.c ---- */
 /* The storage counters and gauges, under `labels`. */
 void hs_sender_store_metrics(struct hs_sender *s, struct hs_metrics *m, const char *labels);
@@ -85,6 +95,11 @@ void hs_sender_store_error(struct hs_sender *s, struct hs_counter *c, const char
 int hs_sender_store_part(struct slot *sl);
 /* Encodes every part of item into a record on disk and queues it; item is released. Returns 0
  * or HS_EAGAIN (refused: the store could not write). */
-int hs_sender_store_submit(struct hs_sender *s, void *item, uint32_t count, uint32_t parts);
+int hs_sender_store_submit(struct hs_sender *s, void *item, uint32_t count, uint32_t parts,
+                           uint64_t key);
+/* Writes a record another sender handed over and queues it. Returns 0 or HS_EAGAIN. */
+int hs_sender_store_adopt(struct hs_sender *s, const struct hs_sender_moved *m);
+/* Hands e's record to evict_fn (from part `first_part`) and deletes it unless kept. */
+void hs_sender_store_hand_over(struct hs_sender *s, struct entry *e, uint32_t first_part);
 
 #endif

@@ -50,6 +50,7 @@ static void on_stored(void *ud, const struct hs_queue_store_meta *m)
     e->parts = m->parts;
     e->first_part = m->next_part;
     e->rec_id = m->id;
+    e->key = m->key;
     hs_sender_queue_append(s, e);
     hs_counter_add(s->replayed, m->count);
 }
@@ -57,22 +58,22 @@ static void on_stored(void *ud, const struct hs_queue_store_meta *m)
 int hs_sender_store_open(struct hs_sender *s)
 {
     struct hs_queue_store_open_info info;
-    int rc = hs_queue_store_open(s->opt.queue->storage, s->opt.id, &s->store, &info);
+    int rc = hs_queue_store_open(s->opt.queue->storage, s->name, &s->store, &info);
     if (rc != 0)
         return rc; /* logged by the store */
     if (info.moved_aside)
         hs_counter_add(s->err_corrupt, 1);
     if ((rc = hs_queue_store_scan(s->store, on_stored, s)) != 0) {
-        hs_log_error(s->opt.id, "cannot read queue store %s: %s", hs_queue_store_path(s->store),
+        hs_log_error(s->name, "cannot read queue store %s: %s", hs_queue_store_path(s->store),
                      hs_queue_store_errmsg(s->store));
         return rc;
     }
     if (s->held)
-        hs_log_info(s->opt.id, "resuming %u batches (%llu %s, %llu bytes) left in %s: sent first",
+        hs_log_info(s->name, "resuming %u batches (%llu %s, %llu bytes) left in %s: sent first",
                     s->held, (unsigned long long)s->replayed->value, s->opt.items,
                     (unsigned long long)s->held_bytes, hs_queue_store_path(s->store));
     else
-        hs_log_info(s->opt.id, "queue kept on disk in %s", hs_queue_store_path(s->store));
+        hs_log_info(s->name, "queue kept on disk in %s", hs_queue_store_path(s->store));
     return 0;
 }
 
@@ -81,7 +82,7 @@ void hs_sender_store_error(struct hs_sender *s, struct hs_counter *c, const char
     hs_counter_add(c, 1);
     uint32_t suppressed;
     if (hs_ratelimit_allow(&s->store_rl, hs_now_ms(), &suppressed))
-        hs_log_error(s->opt.id, "queue store %s: %s (%u similar messages suppressed)", what,
+        hs_log_error(s->name, "queue store %s: %s (%u similar messages suppressed)", what,
                      hs_queue_store_errmsg(s->store), suppressed);
 }
 
@@ -113,7 +114,7 @@ static int slot_load(struct slot *sl)
         hs_counter_add(s->err_read, 1);
         uint32_t suppressed;
         if (hs_ratelimit_allow(&s->store_rl, hs_now_ms(), &suppressed))
-            hs_log_error(s->opt.id,
+            hs_log_error(s->name,
                          "queue record %lld in %s is damaged (CRC): dropped (%u similar "
                          "messages suppressed)",
                          (long long)e->rec_id, hs_queue_store_path(s->store), suppressed);
@@ -171,7 +172,7 @@ void hs_sender_store_finish(struct hs_sender *s)
     }
     s->tail = &s->head;
     if (s->held)
-        hs_log_info(s->opt.id,
+        hs_log_info(s->name,
                     "left %u batches (%llu %s, %llu bytes) on disk in %s: the next "
                     "start sends them",
                     s->held, (unsigned long long)items, s->opt.items,
@@ -179,7 +180,15 @@ void hs_sender_store_finish(struct hs_sender *s)
     s->held = 0;
     s->held_bytes = 0;
     s->health.pending = false;
-    hs_queue_store_close(s->store);
+    if (s->evicting) { /* its records went to other senders: the file goes too, once empty */
+        const char *path = hs_queue_store_path(s->store);
+        char shown[512];
+        snprintf(shown, sizeof(shown), "%s", path);
+        if (hs_queue_store_close_remove(s->store))
+            hs_log_info(s->name, "queue store %s removed: its records went elsewhere", shown);
+    } else {
+        hs_queue_store_close(s->store);
+    }
     s->store = NULL;
 }
 
@@ -225,10 +234,11 @@ static int record_part(struct hs_sender *s, struct hs_buf *rec, void *item, uint
 }
 
 /* With storage: the item's requests are on disk before this returns 0. */
-int hs_sender_store_submit(struct hs_sender *s, void *item, uint32_t count, uint32_t parts)
+int hs_sender_store_submit(struct hs_sender *s, void *item, uint32_t count, uint32_t parts,
+                           uint64_t key)
 {
     struct hs_buf rec = {0};
-    struct hs_queue_store_meta meta = {0};
+    struct hs_queue_store_meta meta = {.key = key};
     int rc = hs_queue_record_start(&rec);
     for (uint32_t i = 0; rc == 0 && i < parts; i++) {
         int n = record_part(s, &rec, item, i, parts, count);
@@ -257,7 +267,53 @@ int hs_sender_store_submit(struct hs_sender *s, void *item, uint32_t count, uint
     e->count = meta.count;
     e->parts = meta.parts;
     e->rec_id = meta.id;
+    e->key = key;
     hs_sender_queue_append(s, e);
     hs_sender_pump(s);
     return 0;
+}
+
+/* ---- moving records between senders (sender_move.c) ------------------------------------- */
+
+int hs_sender_store_adopt(struct hs_sender *s, const struct hs_sender_moved *m)
+{
+    struct hs_queue_store_meta meta = {
+        .count = m->count, .parts = m->parts, .next_part = m->first_part, .key = m->key};
+    if (hs_queue_store_put(s->store, m->rec, m->rec_len, &meta) != 0) {
+        hs_sender_store_error(s, s->err_write, "write, a record moved here stays where it was");
+        return HS_EAGAIN;
+    }
+    struct entry *e = hs_xcalloc(1, sizeof(*e));
+    e->bytes = meta.bytes;
+    e->count = m->count;
+    e->parts = m->parts;
+    e->first_part = m->first_part;
+    e->rec_id = meta.id;
+    e->key = m->key;
+    hs_sender_queue_append(s, e);
+    hs_sender_pump(s);
+    return 0;
+}
+
+void hs_sender_store_hand_over(struct hs_sender *s, struct entry *e, uint32_t first_part)
+{
+    struct hs_buf rec = {0};
+    if (hs_queue_store_get(s->store, e->rec_id, &rec) != 0) {
+        /* left on disk: the next start finds it in this backend's file */
+        hs_sender_store_error(s, s->err_read, "read of a record to move (it stays on disk)");
+        hs_buf_free(&rec);
+        return;
+    }
+    struct hs_sender_moved m = {.rec = rec.data,
+                                .rec_len = rec.len,
+                                .bytes = e->bytes,
+                                .count = e->count,
+                                .parts = e->parts,
+                                .first_part = first_part,
+                                .key = e->key};
+    s->evict_fn(s->evict_ud, &m);
+    if (!m.kept && hs_queue_store_delete(s->store, e->rec_id) != 0)
+        hs_sender_store_error(s, s->err_delete,
+                              "delete of a moved record (the next start sends it again)");
+    hs_buf_free(&rec);
 }

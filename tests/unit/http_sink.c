@@ -260,8 +260,9 @@ static void *sink_main(void *arg)
     }
 }
 
-/* Listens on 127.0.0.1:port (0: any free port, then s->port says which). */
-SINK_API int sink_start(struct sink *s, uint16_t port, uv_async_t *notify)
+/* Listens on addr:port (an IPv4 address of 127/8; port 0: any free port, then s->port says
+ * which). */
+SINK_API int sink_start_at(struct sink *s, const char *addr, uint16_t port, uv_async_t *notify)
 {
     memset(s, 0, sizeof(*s));
     pthread_mutex_init(&s->mu, NULL);
@@ -271,7 +272,7 @@ SINK_API int sink_start(struct sink *s, uint16_t port, uv_async_t *notify)
     int one = 1;
     setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, addr, &a.sin_addr);
     socklen_t alen = sizeof(a);
     if (bind(s->lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(s->lfd, 64) != 0 ||
         getsockname(s->lfd, (struct sockaddr *)&a, &alen) != 0 || pipe(s->wake) != 0) {
@@ -280,6 +281,12 @@ SINK_API int sink_start(struct sink *s, uint16_t port, uv_async_t *notify)
     }
     s->port = ntohs(a.sin_port);
     return pthread_create(&s->thread, NULL, sink_main, s) == 0 ? 0 : -1;
+}
+
+/* Listens on 127.0.0.1:port (0: any free port, then s->port says which). */
+SINK_API int sink_start(struct sink *s, uint16_t port, uv_async_t *notify)
+{
+    return sink_start_at(s, "127.0.0.1", port, notify);
 }
 
 SINK_API void sink_stop(struct sink *s)

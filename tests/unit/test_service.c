@@ -222,6 +222,8 @@ static const struct {
     {HS_KIND_EXPORTER, "pyroscope", "{endpoint: 'http://127.0.0.1:9'}"},
     {HS_KIND_EXPORTER, "debug", "{}"},
     {HS_KIND_EXPORTER, "file", "{path: '/tmp/hotspan-test-service-lifecycle.jsonl'}"},
+    {HS_KIND_EXPORTER, "load_balancing", "{resolver: {static: {hostnames: ['127.0.0.1:9']}}}"},
+    {HS_KIND_EXPORTER, "loadbalancing", "{resolver: {dns: {hostname: localhost}}}"},
 };
 
 static int done_calls;
