@@ -1,0 +1,136 @@
+/* nats_recv_int.h: the `nats` receiver's insides, shared by receiver.c (config, the component,
+ * messages handed to the pipeline and acked), pull.c (durable consumers made on the thread pool,
+ * pull requests from the loop) and the unit tests (the pure parts: partition lists, ack subjects,
+ * the set of messages taken). */
+#ifndef HS_NATS_RECV_INT_H
+#define HS_NATS_RECV_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/common.h"
+#include "core/component.h"
+#include "core/nats.h"
+#include "pdata/bus.h"
+#include "pdata/profiles.h"
+
+struct nats_recv_config {
+    struct hs_nats_config nats;
+    char *stream;
+    char *subject_prefix;
+    uint32_t partitions;
+    struct hs_strlist consume_partitions;
+    char *durable;
+    uint64_t ack_wait_ms;
+    uint32_t max_deliver;
+    uint32_t max_ack_pending;
+    uint32_t fetch_batch;
+    uint64_t fetch_timeout_ms;
+    uint64_t nak_delay_ms;
+    uint64_t max_decompressed;
+    uint32_t max_samples;
+    uint32_t max_sample_labels;
+    uint32_t max_stack_depth;
+};
+
+/* ---- the pure parts (pull.c) ---- */
+
+/* Parses consume_partitions ("0-7", "9": ranges and numbers below `partitions`) into a sorted,
+ * duplicate-free list (malloc'd; all partitions when there is no item). Returns 0, or
+ * HS_EINVAL with *bad the index of the first wrong item and why. */
+int hs_nats_partitions_parse(const struct hs_strlist *items, uint32_t partitions, uint32_t **out,
+                             uint32_t *n, size_t *bad, const char **why);
+
+/* What JetStream says of a delivered message in its reply subject:
+ * $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending> (v1), or
+ * $JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<stream seq>... (v2). */
+struct hs_nats_meta {
+    struct hs_str consumer; /* a view into the reply subject */
+    uint64_t delivered;     /* 1 on the first delivery */
+    uint64_t stream_seq;
+};
+/* Returns false when reply is no JetStream ack subject. */
+bool hs_nats_meta_parse(const char *reply, struct hs_nats_meta *m);
+
+/* The stream sequences of messages taken lately: a redelivery of one (its ack was lost) is acked
+ * again and not handed on twice. Two generations of `cap` slots each (power of two): the
+ * latest cap/2 inserts are always remembered, older ones for a while. */
+struct hs_nats_seen {
+    uint64_t *cur, *prev;
+    size_t cap, count;
+};
+void hs_nats_seen_init(struct hs_nats_seen *s, size_t cap);
+void hs_nats_seen_free(struct hs_nats_seen *s);
+void hs_nats_seen_add(struct hs_nats_seen *s, uint64_t seq); /* seq > 0 */
+bool hs_nats_seen_has(const struct hs_nats_seen *s, uint64_t seq);
+
+/* ---- the component ---- */
+
+struct nats_recv;
+
+/* One durable pull consumer: one partition, both signals of its pipelines. */
+struct durable {
+    struct nats_recv *r;
+    uint32_t index;
+    uint32_t partition;
+    char name[96];
+    char filter[HS_BUS_SUBJECT_MAX];
+    bool ready;      /* the consumer exists on the server */
+    bool requesting; /* a pull request is out */
+    uint64_t gen;    /* of the request out: its reply subject ends .<index>.<gen> */
+    uint32_t remaining;
+    uint64_t deadline_ms;
+};
+
+struct nats_recv {
+    struct hs_component base;
+    struct nats_recv_config conf;
+    struct hs_tls_client *tls;
+    struct hs_nats *nc;
+    uint32_t *parts; /* consume_partitions, parsed at create */
+    uint32_t nparts;
+    struct durable *d;
+    uint32_t nd;
+    int32_t *by_partition; /* [partitions]: index into d, or -1 */
+    unsigned signals;      /* of the pipelines it feeds */
+    struct hs_pprof_limits lim;
+    struct hs_nats_seen seen;
+    uv_timer_t timer; /* request deadlines, pauses, consumer setup retries */
+    uint64_t paused_until_ms;
+    uint64_t setup_retry_ms, setup_backoff_ms;
+    bool setup_busy, started;
+    bool stopping;          /* shutdown: no new pull requests, waiting for those out */
+    bool closing;           /* then the timer and the connection close */
+    unsigned closing_steps; /* of them, still closing */
+    hs_done_cb done;
+    struct hs_ratelimit log_rl;
+    char labels[200];
+    struct hs_counter *accepted[2], *refused[2]; /* [0] spans, [1] profiles */
+    struct hs_counter *acked, *nacked, *terminated, *duplicate, *redelivered;
+};
+
+/* ---- pull.c, for receiver.c ---- */
+/* The timer (deadlines, pauses, setup retries), at start. */
+void hs_nats_recv_timer_init(struct nats_recv *r, uv_loop_t *loop);
+/* Builds the durables of the configured partitions (names, filters). */
+void hs_nats_recv_durables(struct nats_recv *r, const uint32_t *parts, uint32_t n);
+/* Makes the consumers that are missing (thread pool), then keeps one pull request out per
+ * durable while the pipeline has room. Called at connect and by the timer. */
+void hs_nats_recv_pump(struct nats_recv *r);
+/* The durable and request generation of a reply subject in our inbox (status messages);
+ * NULL when not ours. */
+struct durable *hs_nats_recv_route(struct nats_recv *r, const char *subject, uint64_t *gen);
+/* The durable of a consumer name (deliveries); NULL when not ours. */
+struct durable *hs_nats_recv_durable(struct nats_recv *r, struct hs_str consumer);
+/* A message of d's request `gen` arrived (status or delivery): its request may be over. */
+void hs_nats_recv_arrived(struct durable *d, uint64_t gen, bool status_done);
+
+/* ---- receiver.c, for pull.c ---- */
+/* Stopping and no pull request out: closes the timer and the connection, then done. */
+void hs_nats_recv_drained(struct nats_recv *r);
+/* Sends "+ACK", "-NAK {...}" or "+TERM" for a delivered message. */
+void hs_nats_recv_ack(struct nats_recv *r, const char *reply, const char *what);
+
+#endif
