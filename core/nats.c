@@ -214,12 +214,8 @@ int hs_nats_check(const struct hs_nats_config *c, const struct hs_config_node *c
     check_urls(c, cfg, path, err);
     if (c->has_auth)
         check_auth(&c->auth, hs_config_get(cfg, "auth"), path, err);
-    if (c->has_tls) {
-        char tpath[256];
-        snprintf(tpath, sizeof(tpath), "%s.tls", path ? path : "");
-        if (hs_tls_client_new(&c->tls, hs_config_get(cfg, "tls"), tpath, tls, err) != 0)
-            *tls = NULL;
-    }
+    if (c->has_tls && hs_tls_client_new(&c->tls, hs_config_get(cfg, "tls"), path, tls, err) != 0)
+        *tls = NULL;
     if (err->count == before)
         return 0;
     hs_tls_client_free(*tls);

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "core/component.h"
+#include "core/log.h"
 #include "core/nats.h"
 #include "exporters/helper/exporter.h"
 #include "exporters/helper/sender.h"

@@ -12,6 +12,7 @@
 
 #include "core/common.h"
 #include "core/component.h"
+#include "core/log.h"
 #include "core/nats.h"
 #include "pdata/bus.h"
 #include "pdata/profiles.h"
