@@ -27,6 +27,7 @@ static const char usage[] =
     "usage: bench_load [--target HOST:PORT] [--connections K] [--duration S] [--requests N]\n"
     "                  [--rate SPANS_PER_S] [--spans N] [--seed N] [--path P] [--gzip]\n"
     "                  [--backoff-ms MS] [--body FILE --content-type CT [--items N]]\n"
+    "                  [--tenants N]\n"
     "  --target        where to POST (default 127.0.0.1:4318)\n"
     "  --connections   keep-alive connections, one thread each (default 32)\n"
     "  --duration      seconds to send for (default 5)\n"
@@ -39,6 +40,8 @@ static const char usage[] =
     "  --body FILE     send this file as the body instead of the OTLP payload (e.g. a\n"
     "                  profile), with --content-type; --items: what one request counts as\n"
     "                  in the spans= figures (default 1)\n"
+    "  --tenants N     connection i sends X-Scope-OrgID: tenant-<i mod N>, so a routing tier\n"
+    "                  (load_balancing, by tenant and service) spreads the load (default: none)\n"
     "prints one line: load: key=value ...\n";
 
 struct load {
@@ -55,6 +58,8 @@ struct load {
 
 struct conn {
     struct load *l;
+    char head[600]; /* l->head with this connection's tenant, or empty: l->head as it is */
+    size_t head_len;
     pthread_t th;
     int fd;
     bool opened;
@@ -164,7 +169,9 @@ static void *conn_run(void *arg)
             c->opened = true;
         }
         double t = hs_bench_mono_s();
-        struct iovec iov[2] = {{l->head, l->head_len}, {(void *)l->body, l->body_len}};
+        struct iovec iov[2] = {
+            {c->head_len ? c->head : l->head, c->head_len ? c->head_len : l->head_len},
+            {(void *)l->body, l->body_len}};
         bool close_after = false;
         int status = -1;
         if (send_all(c->fd, iov, 2) == 0)
@@ -175,7 +182,7 @@ static void *conn_run(void *arg)
             conn_close(c);
             continue;
         }
-        c->bytes_sent += l->head_len + l->body_len;
+        c->bytes_sent += iov[0].iov_len + l->body_len;
         c->status[status / 100]++;
         hs_bench_lat_add(&c->lat, done - t);
         c->last_done = done;
@@ -265,7 +272,7 @@ int main(int argc, char **argv)
     uint32_t spans = HS_BENCH_SPANS_DEFAULT;
     bool gzip = false;
     const char *body_file = NULL, *content_type = "application/x-protobuf";
-    uint32_t items = 1;
+    uint32_t items = 1, tenants = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if ((v = hs_bench_opt(argc, argv, &i, "--target")))
@@ -292,6 +299,8 @@ int main(int argc, char **argv)
             content_type = v;
         else if ((v = hs_bench_opt(argc, argv, &i, "--items")))
             items = (uint32_t)hs_bench_num("--items", v, 1, 1e6);
+        else if ((v = hs_bench_opt(argc, argv, &i, "--tenants")))
+            tenants = (uint32_t)hs_bench_num("--tenants", v, 1, 1e6);
         else if (strcmp(argv[i], "--gzip") == 0)
             gzip = true;
         else {
@@ -344,6 +353,11 @@ int main(int argc, char **argv)
     l.pace.deadline = l.pace.t0 + duration;
     for (int i = 0; i < k; i++) {
         cs[i] = (struct conn){.l = &l, .fd = -1};
+        if (tenants) /* the tenant goes first after the request line: the rest stays as built */
+            cs[i].head_len = (size_t)snprintf(cs[i].head, sizeof(cs[i].head),
+                                              "%.*sX-Scope-OrgID: tenant-%u\r\n%s",
+                                              (int)(strstr(l.head, "\r\n") + 2 - l.head), l.head,
+                                              (unsigned)i % tenants, strstr(l.head, "\r\n") + 2);
         if (pthread_create(&cs[i].th, NULL, conn_run, &cs[i]) != 0) {
             fprintf(stderr, "bench_load: pthread_create failed\n");
             return 1;

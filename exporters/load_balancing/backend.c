@@ -25,7 +25,8 @@ void lb_count_refused(struct lb *lb, struct lb_backend *b, int sig, uint64_t n)
                     b ? b->name : "no backend",
                     !b            ? "the resolver has not answered yet"
                     : b->exp[sig] ? "its queue is full (backend slow or down), retry later"
-                                  : "its exporter could not be made",
+                                  : "it has no exporter (rejoining while its old one ends, or "
+                                    "it could not be made: see above)",
                     suppressed);
 }
 
@@ -96,8 +97,15 @@ struct lb_backend *lb_backend_new(struct lb *lb, const char *name)
             "Spans or profiles a backend held when it left the resolver's answer, queued at their "
             "keys' new owners",
             labels);
-        b->exp[sig] = make_exporter(b, sig);
     }
+    /* A name that left and came back while its old self still ends what it had in flight: its
+     * exporters wait for that one (they would share its store file and metric series); until
+     * then its keys are refused, for at most one request's timeout. */
+    bool leaving = false;
+    for (const struct lb_backend *r = lb->retiring; r && !leaving; r = r->next)
+        leaving = strcmp(r->name, name) == 0;
+    for (int sig = 0; sig < LB_SIGNALS && !leaving; sig++)
+        b->exp[sig] = make_exporter(b, sig);
     return b;
 }
 
@@ -132,9 +140,8 @@ static void hand_over(struct lb_backend *b, int sig, struct hs_sender_moved *m)
         m->item = NULL;
         return;
     }
-    int i = lb->ring ? hs_ring_pick(lb->ring, m->key) : -1;
-    struct hs_component *to = i >= 0 ? lb->backends[i]->exp[sig] : NULL;
-    if (to && hs_exporter_adopt(hs_container_of(to, struct hs_exporter, base), m) == 0)
+    struct hs_exporter *to = lb_taker(lb, m->key, sig);
+    if (to && hs_exporter_adopt(to, m) == 0)
         return;
     m->kept = true; /* with storage: left in this backend's file, re-routed at the next start */
     if (m->item) {
@@ -157,6 +164,16 @@ static void hand_over_profiles(void *ud, struct hs_sender_moved *m)
     hand_over(ud, LB_PROFILES, m);
 }
 
+/* A backend of the ring named like one that has just left: its exporters are made now. */
+static void rejoin(struct lb *lb, const char *name)
+{
+    int i = lb->ring && !lb->closing ? hs_ring_find(lb->ring, name) : -1;
+    struct lb_backend *b = i >= 0 ? lb->backends[i] : NULL;
+    for (int sig = 0; b && sig < LB_SIGNALS; sig++)
+        if (!b->exp[sig])
+            b->exp[sig] = make_exporter(b, sig);
+}
+
 /* Both exporters are done: a leaving backend is freed; a shutdown moves on. */
 static void backend_done(struct lb_backend *b)
 {
@@ -168,7 +185,10 @@ static void backend_done(struct lb_backend *b)
         *pp = b->next;
         hs_log_info(lb->base.id, "backend %s left: what it held went to the keys' new owners",
                     b->name);
+        char name[sizeof(b->name)];
+        memcpy(name, b->name, sizeof(name));
         lb_backend_free(b);
+        rejoin(lb, name);
     } else {
         lb->closing_backends--; /* freed with the exporter */
     }

@@ -9,6 +9,7 @@
 
 #include "core/component.h"
 #include "core/metrics.h"
+#include "exporters/helper/exporter.h"
 #include "exporters/load_balancing/resolver.h"
 #include "exporters/load_balancing/split.h"
 #include "exporters/otlp.h"
@@ -83,6 +84,10 @@ void lb_count_refused(struct lb *lb, struct lb_backend *b, int sig, uint64_t n);
 /* Queues a batch handed over by a backend that left, at its keys' new owners, beyond their
  * capacity (it was acknowledged). Takes `batch`. */
 void lb_reroute_batch(struct lb *lb, int sig, void *batch);
+/* Who takes an item of `key` handed over by a backend that left: its owner, or, in the moment
+ * a name that left comes back and its exporters wait for its old self to end (backend.c), the
+ * next backend in the key's rank; NULL when none can. */
+struct hs_exporter *lb_taker(struct lb *lb, uint64_t key, int sig);
 /* Moves the shutdown on once a backend it waited for is done. */
 void lb_shutdown_step(struct lb *lb);
 

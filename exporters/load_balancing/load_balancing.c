@@ -189,9 +189,10 @@ void hs_load_balancing_answer(struct hs_component *c, const char *const *names, 
 static void found_on_disk(void *ud, const char *id)
 {
     struct lb *lb = ud;
-    /* "<id>/<backend>/<spans|profiles>": the helper's names for our backends' stores */
-    const char *b = id + strlen(lb->base.id) + 1, *slash = strrchr(b, '/');
-    if (!slash || slash == b)
+    /* "<id>/<backend>/<spans|profiles>": the helper's names for our backends' stores (a name
+     * with more slashes is another exporter's, e.g. load_balancing/other's) */
+    const char *b = id + strlen(lb->base.id) + 1, *slash = strchr(b, '/');
+    if (!slash || slash == b || (strcmp(slash, "/spans") != 0 && strcmp(slash, "/profiles") != 0))
         return;
     size_t n = (size_t)(slash - b);
     for (size_t i = 0; i < lb->ndisk; i++)
@@ -276,6 +277,18 @@ static struct hs_exporter *exporter_of(struct lb *lb, int backend, int sig)
     return c ? hs_container_of(c, struct hs_exporter, base) : NULL;
 }
 
+struct hs_exporter *lb_taker(struct lb *lb, uint64_t key, int sig)
+{
+    uint32_t rank[8];
+    size_t n = lb->ring ? hs_ring_rank(lb->ring, key, rank, HS_ARRAY_SIZE(rank)) : 0;
+    for (size_t i = 0; i < n; i++) { /* the owner, unless its exporter waits (backend.c) */
+        struct hs_exporter *x = exporter_of(lb, (int)rank[i], sig);
+        if (x)
+            return x;
+    }
+    return NULL;
+}
+
 static int split(struct lb *lb, int sig, void *batch)
 {
     return sig == LB_TRACES ? hs_lb_split_traces(batch, lb->route, lb->ring, &lb->parts)
@@ -357,7 +370,7 @@ void lb_reroute_batch(struct lb *lb, int sig, void *batch)
     }
     for (size_t i = 0; i < lb->parts.n; i++) {
         struct hs_lb_part *p = &lb->parts.v[i];
-        struct hs_exporter *x = exporter_of(lb, p->backend, sig);
+        struct hs_exporter *x = lb_taker(lb, p->key, sig);
         struct hs_sender_moved m = {.item = p->batch,
                                     .bytes = p->bytes,
                                     .count = p->items,

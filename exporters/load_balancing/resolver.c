@@ -22,7 +22,9 @@ static const struct hs_config_field dns_fields[] = {
     {"hostname", HS_CFG_STRING, offsetof(struct hs_resolver_dns_config, hostname), .required = true,
      .doc = "a name whose A and AAAA records are the backends"},
     {"port", HS_CFG_UINT, offsetof(struct hs_resolver_dns_config, port), "0", .min = 0,
-     .max = 65535, .doc = "appended to each address; 0: each protocol's own port"},
+     .max = 65535,
+     .doc = "appended to each address: load_balancing's OTLP port for every backend (profiles go "
+            "to protocol.pyroscope.port); 0: protocol.otlp.port"},
     {"interval", HS_CFG_DURATION, offsetof(struct hs_resolver_dns_config, interval_ms), "5s",
      .min = 10, .max = 3600000, .doc = "time between lookups"},
     {"timeout", HS_CFG_DURATION, offsetof(struct hs_resolver_dns_config, timeout_ms), "1s",

@@ -117,12 +117,14 @@ static bool next_field(const uint8_t *p, const uint8_t *end, struct field *f)
     return true;
 }
 
-/* One ResourceSpans: its key (from its resource's service.name) and its span count. */
+/* One ResourceSpans: its key (from its resource's service.name) and, when `spans` is given, its
+ * span count (a walk over every span: only for a batch that is cut). */
 static void resource_spans(const struct field *rs, enum hs_lb_route route, const char *tenant,
                            uint64_t *key, uint32_t *spans)
 {
     struct hs_str svc = {"", 0};
-    *spans = 0;
+    if (spans)
+        *spans = 0;
     struct field f, g;
     for (const uint8_t *p = rs->val, *end = rs->val + rs->len; p < end && next_field(p, end, &f);
          p = f.end) {
@@ -133,7 +135,7 @@ static void resource_spans(const struct field *rs, enum hs_lb_route route, const
             if (hs_attrs_find_str((struct hs_str){(const char *)f.val, f.len}, 1,
                                   HS_ATTR_SERVICE_NAME, &v))
                 svc = v;
-        } else if (f.no == 2) { /* ScopeSpans: spans are its field 2 */
+        } else if (f.no == 2 && spans) { /* ScopeSpans: spans are its field 2 */
             for (const uint8_t *q = f.val, *qe = f.val + f.len; q < qe && next_field(q, qe, &g);
                  q = g.end)
                 *spans += g.no == 2 && g.wt == 2;
@@ -181,8 +183,7 @@ static int split_by_resource(struct hs_traces *t, enum hs_lb_route route,
         if (f.no != 1 || f.wt != 2)
             continue;
         uint64_t k;
-        uint32_t n;
-        resource_spans(&f, route, t->tenant, &k, &n);
+        resource_spans(&f, route, t->tenant, &k, NULL);
         mixed |= any && k != first;
         if (!any)
             first = k;
@@ -201,8 +202,7 @@ static int split_by_resource(struct hs_traces *t, enum hs_lb_route route,
         if (f.no != 1 || f.wt != 2)
             continue;
         uint64_t k;
-        uint32_t n;
-        resource_spans(&f, route, t->tenant, &k, &n);
+        resource_spans(&f, route, t->tenant, &k, NULL);
         bool seen = false;
         for (size_t i = 0; i < out->n && !seen; i++)
             seen = out->v[i].key == k;

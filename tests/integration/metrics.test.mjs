@@ -1,7 +1,8 @@
 // /metrics and /healthz as an operator meets them: every metric family named in the README's
 // Metrics table is made to move by driving the real binary (receivers, the correlator with a
 // slow span and a profile, a batch processor, sinks that fail, a memory_limiter with a tiny
-// limit, a persistent queue whose disk fails and a restart that replays it), and the last test
+// limit, a persistent queue whose disk fails and a restart that replays it, a load_balancing
+// exporter whose DNS answer changes), and the last test
 // fails listing every documented family no test saw move. Constant gauges (a queue's capacity,
 // the memory limits, build info) are checked against the configured value instead. Also
 // /healthz/ready: 503 once an exporter has failed for longer than
@@ -21,6 +22,7 @@ import { fetchMetrics, metric, metricSum } from './lib/metrics.mjs';
 import { makeCerts } from './lib/tls.mjs';
 import { postProto, request } from './lib/http.mjs';
 import * as otlp from './lib/otlp.mjs';
+import { hostsFile, sharedPorts } from './lib/netns.mjs';
 
 // The README's Metrics table: every `| \`hotspan_...` row of README.md.
 const README = new URL('../../README.md', import.meta.url).pathname;
@@ -488,6 +490,66 @@ service:
     assertRose(m0, m, 'hotspan_correlator_tenant_mismatch_total', { processor: 'correlator' });
     await stopOk(hs);
   });
+
+  it('load_balancing: backends, keys, a full backend refusing, a DNS change moving keys and a queue',
+    async () => {
+      // backends on 127.0.0.20 and .21 with the same port, named by lb.hotspan.test in a hosts
+      // file the exporter sees as /etc/hosts
+      const [port, pyroPort] = await sharedPorts(['127.0.0.20', '127.0.0.21'], 2);
+      const a = await startSink({ host: '127.0.0.20', port });
+      const b = await startSink({ host: '127.0.0.21', port });
+      cleanups.push(() => a.stop(), () => b.stop());
+      const hosts = hostsFile('lb.hotspan.test', ['127.0.0.20']);
+      const hs = await hotspan(`receivers:
+  otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}
+exporters:
+  load_balancing:
+    resolver: {dns: {hostname: lb.hotspan.test, interval: 50ms}}
+    protocol:
+      otlp:
+        port: ${port}
+        compression: none
+        retry_on_failure: {initial_interval: 20ms, max_interval: 50ms}
+        sending_queue: {num_consumers: 1, queue_size: 2}
+      pyroscope: {port: ${pyroPort}}
+service:
+  telemetry: {admin: 127.0.0.1:0}
+  pipelines:
+    traces: {receivers: [otlp], exporters: [load_balancing]}
+`, { hosts: hosts.path });
+      await hs.waitForLog(/1 backends \(1 joined/);
+      const m0 = await fetchMetrics(hs.ports.admin);
+      const ex = { exporter: 'load_balancing' };
+      assert.equal(metric(m0, 'hotspan_load_balancing_backends', ex), 1);
+      saw('hotspan_load_balancing_backends');
+      for (let i = 0; i < 4; i++) {
+        assert.equal((await sendSpans(hs.ports.otlp, [otlp.makeSpan()], `lb-svc-${i}`)).status, 200);
+      }
+      await a.waitForSpans(4);
+      const m1 = await waitMetrics(hs.ports.admin, (m) => metric(m, 'hotspan_load_balancing_keys', ex) === 4,
+        'four routing keys');
+      assertRose(m0, m1, 'hotspan_load_balancing_keys');
+      // the backend fails: its queue (2 batches) fills, then its keys are refused
+      a.respondWith({ status: 503 }, 100000);
+      const held = { exporter: 'load_balancing', backend: '127.0.0.20', signal: 'traces' };
+      for (let i = 0; i < 2; i++) {
+        assert.equal((await sendSpans(hs.ports.otlp, [otlp.makeSpan()], 'lb-svc-0')).status, 200);
+      }
+      assert.equal((await sendSpans(hs.ports.otlp, [otlp.makeSpan()], 'lb-svc-0')).status, 503);
+      const m2 = await fetchMetrics(hs.ports.admin);
+      assertRose(m1, m2, 'hotspan_load_balancing_refused_total', held);
+      assert.equal(metric(m2, 'hotspan_exporter_queue_size', held), 2);
+      // the answer changes: every key moves, and the held batches go with them
+      hosts.set(['127.0.0.21']);
+      await b.waitForSpans(2);
+      const m3 = await waitMetrics(hs.ports.admin,
+        (m) => metric(m, 'hotspan_load_balancing_rerouted_total', held) === 2, 'the queue re-routed');
+      assertRose(m2, m3, 'hotspan_load_balancing_rerouted_total', held);
+      assertRose(m2, m3, 'hotspan_load_balancing_ring_changes_total', ex);
+      assertRose(m2, m3, 'hotspan_load_balancing_keys_moved_total', ex);
+      assert.equal(metric(m3, 'hotspan_load_balancing_keys_moved_total', ex), 4);
+      await stopOk(hs);
+    });
 
   it('every family in the README table was seen to move', () => {
     for (const [name, file] of Object.entries(ASSERTED_ELSEWHERE)) {

@@ -74,7 +74,7 @@ static int setup(void **state)
     assert_non_null(mkdtemp(fx->dir));
     build_arena = hs_arena_new(1 << 16, 0);
     for (int i = 0; i < NB; i++) {
-        char addr[16];
+        char addr[24];
         snprintf(addr, sizeof(addr), "127.0.0.%d", i + 1);
         assert_int_equal(sink_start_at(&fx->sinks[i], addr, 0, &fx->wake), 0);
         /* every backend's Pyroscope port is the same (protocol.pyroscope.port) */
@@ -178,7 +178,7 @@ static void backend_down(struct fixture *fx, int i)
 
 static void backend_up(struct fixture *fx, int i)
 {
-    char addr[16];
+    char addr[24];
     snprintf(addr, sizeof(addr), "127.0.0.%d", i + 1);
     assert_int_equal(sink_start_at(&fx->sinks[i], addr, fx->port[i], &fx->wake), 0);
     assert_int_equal(sink_start_at(&fx->psinks[i], addr, fx->pport, &fx->wake), 0);
@@ -716,6 +716,45 @@ static void test_queue_of_departed_backend_found_at_start(void **state)
     assert_int_equal(store_files(fx, 0), 0);
 }
 
+static bool sink0_hanging(struct fixture *fx)
+{
+    return sink_count(&fx->sinks[0]) >= 1;
+}
+
+static bool two_elsewhere(struct fixture *fx)
+{
+    return sink_spans(&fx->sinks[1]) + sink_spans(&fx->sinks[2]) >= 2;
+}
+
+static bool backend0_back(struct fixture *fx)
+{
+    return backend_metric(fx, "exporter_queue_size", 0, "traces") >= 0;
+}
+
+/* Backend 0 leaves with a request in flight and comes back before that request has ended: its
+ * new exporters wait for the old ones (its keys are refused meanwhile), and the request, failing
+ * then, goes to the key's next backend rather than nowhere. */
+static void test_backend_that_flaps(void **state)
+{
+    struct fixture *fx = *state;
+    sink_default(&fx->sinks[0], 0, NULL, NULL, 0); /* takes the request, never answers */
+    lb_start_with(fx, 10, false, NULL);
+    const char *s0 = service_for(fx, "acme", 0, -1, -1);
+    assert_int_equal(consume_spans(fx, spans_of(s0, "acme", 2)), 0);
+    run_until(fx, sink0_hanging);
+    sink_default(&fx->sinks[0], 200, NULL, NULL, 0);
+    const char *without[] = {fx->names[1], fx->names[2]};
+    const char *all[] = {fx->names[0], fx->names[1], fx->names[2]};
+    hs_load_balancing_answer(fx->lb, without, 2);
+    hs_load_balancing_answer(fx->lb, all, 3);
+    assert_int_equal(consume_spans(fx, spans_of(s0, "acme", 1)), HS_EAGAIN);
+    run_until(fx, backend0_back); /* the old one timed out, handed over and went */
+    run_until(fx, two_elsewhere);
+    assert_int_equal(consume_spans(fx, spans_of(s0, "acme", 3)), 0);
+    wait_spans(fx, 0, 3);
+    assert_int_equal(sink_spans(&fx->sinks[1]) + sink_spans(&fx->sinks[2]), 2);
+}
+
 static void test_config_errors(void **state)
 {
     (void)state;
@@ -781,6 +820,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_leaving_backend_hands_over_disk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_of_departed_backend_found_at_start, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_backend_that_flaps, setup, teardown),
         cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

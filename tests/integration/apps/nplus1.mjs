@@ -7,7 +7,8 @@
 // Env: OTLP_URL (…/v1/traces), PYROSCOPE_URL, WARMUP_MS (fast requests first), PLAN (e.g.
 // "FFSFFS"), FAST_USERS, SLOW_USERS, QUERY_MS (per preferences query), ROW_MS (per user row),
 // FLUSH_MS, TAIL_MS (profiling goes on after the last request, so that an upload covers its end
-// + the correlator's slack). Prints one JSON line: {requests: [...]}.
+// + the correlator's slack), API_SERVICE and DB_SERVICE (the two services' names), TENANT (sent
+// as X-Scope-OrgID with spans and profiles). Prints one JSON line: {requests: [...]}.
 import { trace, context, SpanKind } from '@opentelemetry/api';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { resourceFromAttributes } from '@opentelemetry/resources';
@@ -21,22 +22,26 @@ const slowUsers = Number(env.SLOW_USERS || 45);
 const queryMs = Number(env.QUERY_MS || 10);
 const rowMs = Number(env.ROW_MS || 3);
 const tailMs = Number(env.TAIL_MS || 7000);
+const apiService = env.API_SERVICE || 'api-server';
+const dbService = env.DB_SERVICE || 'user-db';
+const tenantHeaders = env.TENANT ? { 'X-Scope-OrgID': env.TENANT } : {};
 
 function provider(service) {
-  const exporter = new OTLPTraceExporter({ url: env.OTLP_URL, timeoutMillis: 10000 });
+  const exporter = new OTLPTraceExporter({ url: env.OTLP_URL, timeoutMillis: 10000, headers: tenantHeaders });
   return new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': service, 'service.version': '1.0.0' }),
     spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 200, maxExportBatchSize: 512 })],
   });
 }
-const apiProvider = provider('api-server');
-const dbProvider = provider('user-db');
-const apiTracer = apiProvider.getTracer('api-server.http');
-const dbTracer = dbProvider.getTracer('user-db.repository');
+const apiProvider = provider(apiService);
+const dbProvider = provider(dbService);
+const apiTracer = apiProvider.getTracer(`${apiService}.http`);
+const dbTracer = dbProvider.getTracer(`${dbService}.repository`);
 
 Pyroscope.init({
   serverAddress: env.PYROSCOPE_URL,
-  appName: 'user-db',
+  appName: dbService,
+  ...(env.TENANT ? { tenantID: env.TENANT } : {}),
   tags: { env: 'it' },
   flushIntervalMs: Number(env.FLUSH_MS || 1000),
   wall: { samplingIntervalMicros: 5000 },

@@ -19,24 +19,27 @@ export class Sink extends EventEmitter {
     this.sockets = new Set();
     this.server = null;
     this.delayMs = 0;
+    this.host = '127.0.0.1';
   }
 
-  /** Opens the listener (on `port`, or a free one the first time). */
-  async start(port = 0) {
+  /** Opens the listener (on `port`, or a free one the first time; on `host`, any loopback
+   * address, 127.0.0.1 unless given). */
+  async start(port = 0, host = this.host) {
+    this.host = host;
     this.server = http.createServer((req, res) => this.#handle(req, res));
     this.server.keepAliveTimeout = 30000;
     this.server.on('connection', (s) => {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
     });
-    this.server.listen(port || this.port, '127.0.0.1');
+    this.server.listen(port || this.port, this.host);
     await once(this.server, 'listening');
     this.port = this.server.address().port;
     this.isUp = true;
     return this;
   }
 
-  get url() { return `http://127.0.0.1:${this.port}`; }
+  get url() { return `http://${this.host}:${this.port}`; }
 
   /** Closes the listener and every open connection (the backend is gone). */
   async down() {
@@ -173,6 +176,6 @@ export class Sink extends EventEmitter {
   }
 }
 
-export async function startSink() {
-  return new Sink().start();
+export async function startSink({ host = '127.0.0.1', port = 0 } = {}) {
+  return new Sink().start(port, host);
 }
