@@ -103,7 +103,7 @@ static int ensure(jsCtx *js, void *arg, char *err, size_t errlen)
     natsStatus st;
     const char *text = nats_GetLastError(&st);
     snprintf(err, errlen, "cannot create stream %s: %s (err_code %d)", e->conf.stream.name,
-             text ? text : natsStatus_GetText(s), (int)jerr);
+             text && text[0] ? text : natsStatus_GetText(s), (int)jerr);
     return HS_EIO;
 }
 

@@ -248,7 +248,7 @@ static int ensure_one(jsCtx *js, const struct nats_recv *r, const struct durable
                  c->stream);
     else
         snprintf(err, errlen, "consumer %s on stream %s: %s (err_code %d)", d->name, c->stream,
-                 text ? text : natsStatus_GetText(s), (int)jerr);
+                 text && text[0] ? text : natsStatus_GetText(s), (int)jerr);
     return s == NATS_TIMEOUT ? HS_EAGAIN : HS_EIO;
 }
 
@@ -281,23 +281,22 @@ static void setup_done(void *arg, int rc, const char *err)
     struct setup *su = arg;
     struct nats_recv *r = su->r;
     r->setup_busy = false;
-    uint32_t made = 0;
-    for (uint32_t i = 0; i < r->nd; i++) {
-        made += su->ok[i] && !r->d[i].ready;
-        r->d[i].ready = su->ok[i];
-    }
+    uint32_t ready = 0;
+    for (uint32_t i = 0; i < r->nd; i++)
+        ready += r->d[i].ready = su->ok[i];
     free(su->ok);
     free(su);
     if (r->closing)
         return;
-    if (made)
-        hs_log_info(r->base.id, "consuming %u partitions of stream %s (%u ready)", r->nd,
-                    r->conf.stream, made);
+    if (ready == r->nd)
+        hs_log_info(r->base.id, "consuming %u partitions of stream %s", r->nd, r->conf.stream);
     if (rc) {
         uint32_t suppressed;
         if (hs_ratelimit_allow(&r->log_rl, hs_now_ms(), &suppressed))
-            hs_log_warn(r->base.id, "%s: retrying in %llu ms (%u similar messages suppressed)",
-                        rc == HS_ECANCELED ? "consumer setup cancelled" : err,
+            hs_log_warn(r->base.id,
+                        "%s (%u of %u partitions ready): retrying in %llu ms (%u similar "
+                        "messages suppressed)",
+                        rc == HS_ECANCELED ? "consumer setup cancelled" : err, ready, r->nd,
                         (unsigned long long)r->setup_backoff_ms, suppressed);
         r->setup_retry_ms = hs_now_ms() + r->setup_backoff_ms;
         r->setup_backoff_ms = HS_MIN(r->setup_backoff_ms * 2, SETUP_BACKOFF_MAX_MS);
