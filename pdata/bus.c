@@ -49,13 +49,16 @@ bool hs_bus_prefix_valid(const char *prefix, const char **why)
 
 /* ---- profiles out ----------------------------------------------------------------------- */
 
-int hs_bus_profiles_encode(const struct hs_profiles *b, struct hs_buf *out)
+int hs_bus_profiles_encode(const struct hs_profiles *b, uint32_t first, uint32_t n,
+                           struct hs_buf *out)
 {
+    if (first > b->count || n > b->count - first)
+        return HS_EINVAL;
+    struct hs_profile *const *items = b->items + first;
     size_t nlabels = 0;
-    for (uint32_t i = 0; i < b->count; i++)
-        nlabels += b->items[i]->nlabels;
+    for (uint32_t i = 0; i < n; i++)
+        nlabels += items[i]->nlabels;
     /* one block for the messages, freed once packed: pack copies the bytes */
-    size_t n = b->count;
     Hotspan__Bus__V1__Profile *profs = calloc(n ? n : 1, sizeof(*profs));
     Hotspan__Bus__V1__Profile **profs_p = calloc(n ? n : 1, sizeof(*profs_p));
     Hotspan__Bus__V1__Label *labels = calloc(nlabels ? nlabels : 1, sizeof(*labels));
@@ -65,7 +68,7 @@ int hs_bus_profiles_encode(const struct hs_profiles *b, struct hs_buf *out)
         goto out;
     size_t l = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const struct hs_profile *p = b->items[i];
+        const struct hs_profile *p = items[i];
         Hotspan__Bus__V1__Profile *m = &profs[i];
         hotspan__bus__v1__profile__init(m);
         m->n_labels = p->nlabels;

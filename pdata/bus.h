@@ -37,9 +37,10 @@ int hs_bus_subject(char *out, size_t cap, const char *prefix, unsigned signal, u
  * without spaces or the wildcards * and >? *why says what is wrong. */
 bool hs_bus_prefix_valid(const char *prefix, const char **why);
 
-/* Appends the body of a profiles batch (hotspan.bus.v1.Profiles) to out. Returns 0 or
- * HS_ENOMEM. */
-int hs_bus_profiles_encode(const struct hs_profiles *b, struct hs_buf *out);
+/* Appends the body of n profiles of a batch from its profile `first` on (hotspan.bus.v1.Profiles)
+ * to out. Returns 0 or HS_ENOMEM. */
+int hs_bus_profiles_encode(const struct hs_profiles *b, uint32_t first, uint32_t n,
+                           struct hs_buf *out);
 
 /* A batch rebuilt from a message body (copied: the message may go once this returns) and its
  * tenant headers (tenant NULL or "" for none; checked as receivers check X-Scope-OrgID). The

@@ -64,6 +64,11 @@ static const struct hs_config_field nats_fields[] = {
      .max = 1024,
      .doc = "p = jump hash of (tenant, service) over this many partitions: a partition is what "
             "one consuming hotspan takes; the receivers must use the same number"},
+    {"max_message_size", HS_CFG_SIZE, offsetof(struct nats_exp_config, max_message_size), "1MiB",
+     .min = 64 << 10, .max = 64 << 20,
+     .doc = "largest message published, at most the server's max_payload (nats-server's default "
+            "is 1MiB): a partition's batch larger is sent as several messages of whole spans or "
+            "profiles; one span or profile larger alone is dropped and counted"},
     {"timeout", HS_CFG_DURATION, offsetof(struct nats_exp_config, common.timeout_ms), "5s",
      .min = 10, .max = 600000,
      .doc = "wait for JetStream's ack of one message; none by then is a failed attempt, retried "
@@ -80,18 +85,8 @@ static const struct hs_config_field nats_fields[] = {
 
 /* ---- queue items ------------------------------------------------------------------------ */
 
-struct nats_part {
-    void *batch; /* struct hs_traces or struct hs_profiles: one partition's */
-    uint32_t partition;
-    uint32_t items;
-};
-
-/* A batch as the queue holds it: its partitions, each one message. */
-struct nats_item {
-    unsigned signal;
-    uint32_t n;
-    struct nats_part parts[];
-};
+/* Bytes a message's headers may take (id, tenant, signal, type): kept free under the limit. */
+#define HEADER_ROOM 4096
 
 static void part_unref(unsigned signal, void *batch)
 {
@@ -106,6 +101,7 @@ static void item_release(void *ud, void *item)
     struct nats_item *it = item;
     for (uint32_t i = 0; i < it->n; i++)
         part_unref(it->signal, it->parts[i].batch);
+    free(it->parts);
     free(it);
 }
 
@@ -131,29 +127,55 @@ static bool part_merge(unsigned signal, void **dst, void *src)
     return true;
 }
 
-/* One item from the split: parts of the same partition merged. Takes the parts. */
+/* The largest message body: max_message_size, or the server's max_payload when smaller. */
+static size_t message_limit(const struct nats_exp *e)
+{
+    uint64_t limit = e->conf.max_message_size;
+    int64_t server = e->nc ? hs_nats_max_payload(e->nc) : 0;
+    if (server > 0 && (uint64_t)server < limit)
+        limit = (uint64_t)server;
+    return (size_t)(limit > 2 * HEADER_ROOM ? limit - HEADER_ROOM : limit / 2);
+}
+
+/* One item from the split: parts of the same partition merged, then cut to the message limit.
+ * Takes the parts. Returns NULL when out of memory (everything released). */
 static struct nats_item *item_from(struct nats_exp *e, unsigned signal, struct hs_lb_parts *parts,
                                    size_t *bytes, uint32_t *count)
 {
-    struct nats_item *it = hs_xmalloc(sizeof(*it) + parts->n * sizeof(it->parts[0]));
-    *it = (struct nats_item){.signal = signal};
+    struct nats_item merged = {.signal = signal};
     *bytes = 0;
-    *count = 0;
     for (size_t i = 0; i < parts->n; i++) {
         struct hs_lb_part *pt = &parts->v[i];
         uint32_t p = hs_ring_jump(pt->key, e->conf.partitions);
         *bytes += pt->bytes;
-        *count += pt->items;
         uint32_t j = 0;
-        while (j < it->n && it->parts[j].partition != p)
+        while (j < merged.n && merged.parts[j].partition != p)
             j++;
-        if (j < it->n && part_merge(signal, &it->parts[j].batch, pt->batch)) {
-            it->parts[j].items += pt->items;
+        if (j < merged.n && part_merge(signal, &merged.parts[j].batch, pt->batch)) {
+            merged.parts[j].items += pt->items;
             continue;
         }
-        it->parts[it->n++] = (struct nats_part){pt->batch, p, pt->items};
+        hs_nats_exp_item_add(&merged, (struct nats_part){pt->batch, p, pt->items, 0});
     }
-    parts->n = 0; /* the item holds the batches now */
+    parts->n = 0; /* the parts' batches are merged's now */
+    struct nats_item *it = hs_xcalloc(1, sizeof(*it));
+    it->signal = signal;
+    size_t limit = message_limit(e);
+    int rc = 0;
+    for (uint32_t i = 0; i < merged.n; i++) {
+        if (rc == 0)
+            rc = hs_nats_exp_cut(e, signal, merged.parts[i], limit, it);
+        else
+            part_unref(signal, merged.parts[i].batch);
+    }
+    free(merged.parts);
+    if (rc != 0) {
+        item_release(NULL, it);
+        return NULL;
+    }
+    *count = 0;
+    for (uint32_t i = 0; i < it->n; i++)
+        *count += it->parts[i].items;
     return it;
 }
 
@@ -175,7 +197,9 @@ static int submit(struct nats_exp *e, struct nats_sig *sg, void *batch)
     uint32_t count;
     struct nats_item *it = item_from(e, sg->signal, &parts, &bytes, &count);
     hs_lb_parts_free(&parts);
-    if (it->n == 0) { /* an empty batch: nothing to publish */
+    if (!it)
+        return HS_ENOMEM;
+    if (it->n == 0) { /* nothing left to publish (an empty batch, or all of it too large) */
         item_release(sg, it);
         return 0;
     }
@@ -222,7 +246,7 @@ static int nats_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
 {
     struct nats_sig *sg = ud;
     struct nats_exp *e = sg->e;
-    struct nats_part *p = &((struct nats_item *)item)->parts[part];
+    const struct nats_part *p = &((struct nats_item *)item)->parts[part];
     req->count = p->items;
     char subject[HS_BUS_SUBJECT_MAX], id[48];
     int rc =
@@ -251,7 +275,7 @@ static int nats_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
     if (rc == 0)
         rc = encode_tenant(req, b->tenant, b->tenant_authenticated);
     if (rc == 0)
-        rc = hs_bus_profiles_encode(b, &req->body_buf);
+        rc = hs_bus_profiles_encode(b, p->first, p->items, &req->body_buf);
     req->body = req->body_buf.data;
     req->body_len = req->body_buf.len;
     return rc;

@@ -32,11 +32,27 @@ struct nats_exp_config {
     struct nats_stream_config stream;
     char *subject_prefix;
     uint32_t partitions;
+    uint64_t max_message_size;
     struct hs_exporter_config common; /* timeout, sending_queue, retry_on_failure */
 };
 
 struct nats_exp;
 struct pending;
+
+/* One message: a partition's spans, or a range of a partition's profiles. */
+struct nats_part {
+    void *batch; /* struct hs_traces or struct hs_profiles: a reference the item holds */
+    uint32_t partition;
+    uint32_t items; /* spans, or profiles from `first` on */
+    uint32_t first; /* profiles: the batch's first profile in this message */
+};
+
+/* A batch as the queue holds it: its messages. */
+struct nats_item {
+    unsigned signal;
+    uint32_t n, cap;
+    struct nats_part *parts;
+};
 
 /* One signal's sending queue and its transport's requests in flight. */
 struct nats_sig {
@@ -82,6 +98,13 @@ struct nats_exp {
 extern const struct hs_sender_transport hs_nats_exp_transport;
 /* An inbox message: the JetStream ack of one of our publishes (taken). */
 void hs_nats_exp_on_ack(struct nats_exp *e, natsMsg *msg);
+
+/* ---- cut.c ---- */
+void hs_nats_exp_item_add(struct nats_item *it, struct nats_part p);
+/* Adds p (taken) to it as one message, or as several of at most `limit` bytes; a span or profile
+ * that alone exceeds it is dropped and counted. Returns 0 or HS_ENOMEM. */
+int hs_nats_exp_cut(struct nats_exp *e, unsigned signal, struct nats_part p, size_t limit,
+                    struct nats_item *it);
 
 /* ---- stream.c ---- */
 /* Finds the stream, or makes it (stream.create), on the thread pool; retried with backoff until

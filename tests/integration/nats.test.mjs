@@ -271,6 +271,24 @@ service:
     assert.equal(await m(c, 'hotspan_receiver_nats_messages_total', { receiver: 'nats', outcome: 'acked' }), 2);
     assert.ok(await m(c, 'hotspan_receiver_nats_redelivered_total', { receiver: 'nats' }) >= 1);
   });
+
+  it('a batch larger than the server\'s max_payload goes as several messages of whole spans', async () => {
+    const before = (await streamState(cluster, DUP)).messages;
+    const blob = 'x'.repeat(400);
+    const spans = Array.from({ length: 3000 }, (_, i) => otlp.makeSpan({ name: `big-${i}`,
+      attributes: [{ key: 'blob', value: { stringValue: blob } }] }));
+    const body = otlp.encodeRequest(spans, { resource: otlp.defaultResource('dup-svc') });
+    assert.ok(body.length > 1200000, `${body.length} bytes: over nats-server's 1 MiB max_payload`);
+    const res = await postProto(producer.ports.otlp, body);
+    assert.equal(res.status, 200);
+    const ids = new Set(spans.map((x) => x.spanId));
+    const sink = sinks[0]; // consumer `dup`'s, running since the first test
+    await sink.waitFor(() => sink.spans().filter((x) => ids.has(x.span.spanId)).length === ids.size, 20000,
+      () => `the 3000 spans, have ${sink.spans().filter((x) => ids.has(x.span.spanId)).length}`);
+    const after = (await streamState(cluster, DUP)).messages;
+    assert.ok(after - before >= 2, `${after - before} messages for one batch`);
+    assert.equal(await m(producer, 'hotspan_exporter_sent_spans_total', { exporter: 'nats', signal: 'traces' }), 3 + 2 + 3000);
+  });
 });
 
 describe('nats: producers -> JetStream -> consumers keep each service\'s spans and profiles together', () => {

@@ -138,7 +138,7 @@ static void test_profiles_round_trip(void **state)
     assert_int_equal(hs_profiles_add(b, p2), 0);
 
     struct hs_buf body = {0};
-    assert_int_equal(hs_bus_profiles_encode(b, &body), 0);
+    assert_int_equal(hs_bus_profiles_encode(b, 0, b->count, &body), 0);
     struct hs_profiles *out = NULL;
     char err[200] = "";
     assert_int_equal(
@@ -221,7 +221,7 @@ static void test_refusals(void **state)
     struct hs_profiles *good = hs_profiles_new(NULL);
     assert_int_equal(hs_profiles_add(good, profile("svc-a", "main 1\n", false)), 0);
     struct hs_buf body = {0};
-    assert_int_equal(hs_bus_profiles_encode(good, &body), 0);
+    assert_int_equal(hs_bus_profiles_encode(good, 0, good->count, &body), 0);
     Hotspan__Bus__V1__Profiles *one = hotspan__bus__v1__profiles__unpack(NULL, body.len, body.data);
     pp[0] = one->profiles[0];
     p.raw = (ProtobufCBinaryData){3, (uint8_t *)"abc"};
@@ -241,7 +241,7 @@ static void test_refusals(void **state)
     struct hs_profiles *two = hs_profiles_new(NULL);
     assert_int_equal(hs_profiles_add(two, profile("svc-a", "main;a 1\nmain;b 1\n", false)), 0);
     hs_buf_reset(&body);
-    assert_int_equal(hs_bus_profiles_encode(two, &body), 0);
+    assert_int_equal(hs_bus_profiles_encode(two, 0, two->count, &body), 0);
     assert_int_equal(
         hs_bus_profiles_decode(body.data, body.len, NULL, false, &tiny, &b, err, sizeof(err)),
         HS_E2BIG);

@@ -18,9 +18,15 @@
 #include "core/component.h"
 #include "core/config.h"
 #include "core/errors.h"
+#include "core/buf.h"
+#include "core/metrics.h"
 #include "exporters/load_balancing/ring.h"
 #include "exporters/nats/nats.h"
 #include "exporters/nats/nats_int.h"
+#include "otlp_build.h"
+#include "pdata/otlp_wire.h"
+#include "pdata/profiles.h"
+#include "pdata/traces.h"
 #include "receivers/nats/nats_recv_int.h"
 
 static struct hs_str S(const char *s) {
@@ -150,6 +156,138 @@ static void test_seen(void **state)
     for (uint64_t q = 65; q <= 100; q++)
         assert_true(hs_nats_seen_has(&s, q));
     hs_nats_seen_free(&s);
+}
+
+/* ---- cutting to the message limit -------------------------------------------------------- */
+
+static struct nats_exp *cut_exporter(void)
+{
+    struct nats_exp *e = calloc(1, sizeof(*e));
+    e->base.id = "nats";
+    e->base.metrics = hs_metrics_new();
+    e->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
+    return e;
+}
+
+static void cut_exporter_free(struct nats_exp *e)
+{
+    hs_metrics_free(e->base.metrics);
+    free(e);
+}
+
+static double dropped(struct nats_exp *e)
+{
+    struct hs_counter *c = hs_metrics_counter(e->base.metrics, "dropped_total", "x",
+                                              "component=\"nats\",reason=\"message_too_large\"");
+    return (double)c->value;
+}
+
+static int count_span(void *ud, const struct hs_span_view *s)
+{
+    (*(uint32_t *)ud)++;
+    return 0;
+}
+
+/* A batch of n spans of `service` (the span named "big" carries a large attribute). */
+static struct hs_traces *batch(const char *service, size_t n, size_t big_at, size_t big_len)
+{
+    Span **spans = zalloc(n * sizeof(*spans));
+    for (size_t i = 0; i < n; i++) {
+        spans[i] = span(i == big_at ? "big" : "op", (uint8_t)(i + 1));
+        if (i == big_at) {
+            char *v = zalloc(big_len + 1);
+            memset(v, 'x', big_len);
+            spans[i]->n_attributes = 1;
+            spans[i]->attributes = (KV **)list(1, kv("blob", any_str(v)));
+        }
+    }
+    ScopeSpans *ss = scope_spans("lib", n, spans);
+    struct bytes b = pack(request(service, 1, (ScopeSpans **)list(1, ss)));
+    uint8_t *data = malloc(b.len);
+    memcpy(data, b.p, b.len);
+    struct hs_traces *t = hs_traces_wrap(data, b.len, b.len, (uint32_t)n, 1);
+    hs_traces_set_tenant(t, "tenant-a", 8);
+    return t;
+}
+
+static void test_cut_traces(void **state)
+{
+    build_arena = hs_arena_new(4096, 0);
+    struct nats_exp *e = cut_exporter();
+    struct nats_item it = {.signal = HS_SIGNAL_TRACES};
+    /* fits: the batch itself, no copy */
+    struct hs_traces *small = batch("svc", 3, SIZE_MAX, 0);
+    assert_int_equal(
+        hs_nats_exp_cut(e, HS_SIGNAL_TRACES, (struct nats_part){small, 7, 3, 0}, 1 << 20, &it), 0);
+    assert_int_equal(it.n, 1);
+    assert_ptr_equal(it.parts[0].batch, small);
+    hs_traces_unref(small);
+    it.n = 0;
+    /* 400 spans under a 2 KiB limit: pieces of whole spans, each under it, none lost; one span
+     * of 3000 bytes cannot fit and is dropped, counted */
+    struct hs_traces *t = batch("svc", 400, 50, 3000);
+    assert_true(t->len > 8 * 2048);
+    assert_int_equal(
+        hs_nats_exp_cut(e, HS_SIGNAL_TRACES, (struct nats_part){t, 7, 400, 0}, 2048, &it), 0);
+    assert_true(it.n > 8);
+    uint32_t spans = 0;
+    for (uint32_t i = 0; i < it.n; i++) {
+        struct hs_traces *piece = it.parts[i].batch;
+        assert_true(piece->len <= 2048);
+        assert_int_equal(it.parts[i].partition, 7);
+        assert_string_equal(piece->tenant, "tenant-a");
+        uint32_t n = 0;
+        struct hs_otlp_scan scan;
+        const struct hs_otlp_limits none = {0};
+        assert_int_equal(hs_otlp_traces_scan(piece->data, piece->len, &none, count_span, &n, &scan),
+                         0);
+        assert_int_equal(n, it.parts[i].items);
+        spans += n;
+        hs_traces_unref(piece);
+    }
+    assert_int_equal(spans, 399);
+    assert_true(dropped(e) == 1);
+    free(it.parts);
+    cut_exporter_free(e);
+    hs_arena_free(build_arena);
+}
+
+static struct hs_profile *raw_profile(size_t len)
+{
+    struct hs_profile *p = hs_profile_new();
+    uint8_t *raw = calloc(1, len);
+    assert_int_equal(hs_profile_set_raw(p, raw, len), 0);
+    free(raw);
+    assert_int_equal(hs_profile_set_label(p, "service_name", 12, "svc", 3), 0);
+    return p;
+}
+
+static void test_cut_profiles(void **state)
+{
+    struct nats_exp *e = cut_exporter();
+    struct hs_profiles *b = hs_profiles_new("tenant-a");
+    size_t sizes[] = {1000, 1000, 9000, 1000, 1000, 1000};
+    for (size_t i = 0; i < HS_ARRAY_SIZE(sizes); i++)
+        assert_int_equal(hs_profiles_add(b, raw_profile(sizes[i])), 0);
+    struct nats_item it = {.signal = HS_SIGNAL_PROFILES};
+    assert_int_equal(
+        hs_nats_exp_cut(e, HS_SIGNAL_PROFILES, (struct nats_part){b, 3, 6, 0}, 2500, &it), 0);
+    /* ranges of the same batch: [0,2), [3,5), [5,6); the 9000-byte one dropped */
+    assert_int_equal(it.n, 3);
+    const uint32_t first[] = {0, 3, 5}, items[] = {2, 2, 1};
+    for (uint32_t i = 0; i < it.n; i++) {
+        assert_ptr_equal(it.parts[i].batch, b);
+        assert_int_equal(it.parts[i].first, first[i]);
+        assert_int_equal(it.parts[i].items, items[i]);
+        struct hs_buf body = {0};
+        assert_int_equal(hs_bus_profiles_encode(b, it.parts[i].first, it.parts[i].items, &body), 0);
+        assert_true(body.len <= 2500);
+        hs_buf_free(&body);
+        hs_profiles_unref(b);
+    }
+    assert_true(dropped(e) == 1);
+    free(it.parts);
+    cut_exporter_free(e);
 }
 
 /* ---- config ----------------------------------------------------------------------------- */
@@ -306,6 +444,8 @@ int main(void)
         cmocka_unit_test(test_partitions_parse),
         cmocka_unit_test(test_meta_parse),
         cmocka_unit_test(test_seen),
+        cmocka_unit_test(test_cut_traces),
+        cmocka_unit_test(test_cut_profiles),
         cmocka_unit_test(test_exporter_defaults),
         cmocka_unit_test(test_exporter_every_error),
         cmocka_unit_test(test_receiver_config),
