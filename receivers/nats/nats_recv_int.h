@@ -28,6 +28,7 @@ struct nats_recv_config {
     uint32_t max_deliver;
     uint32_t max_ack_pending;
     uint32_t fetch_batch;
+    uint64_t fetch_max_bytes;
     uint64_t fetch_timeout_ms;
     uint64_t nak_delay_ms;
     uint64_t max_decompressed;

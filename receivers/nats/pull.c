@@ -331,12 +331,13 @@ static bool pipeline_room(struct nats_recv *r)
 
 static void request(struct nats_recv *r, struct durable *d, uint64_t now)
 {
-    char subject[256], reply[128], body[96];
+    char subject[256], reply[128], body[128];
     snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", r->conf.stream, d->name);
     snprintf(reply, sizeof(reply), "%s.%u.%llu", hs_nats_inbox(r->nc), d->index,
              (unsigned long long)(d->gen + 1));
     /* the server ends the request a little before we would give up on it */
-    int n = snprintf(body, sizeof(body), "{\"batch\":%u,\"expires\":%lld}", r->conf.fetch_batch,
+    int n = snprintf(body, sizeof(body), "{\"batch\":%u,\"max_bytes\":%llu,\"expires\":%lld}",
+                     r->conf.fetch_batch, (unsigned long long)r->conf.fetch_max_bytes,
                      (long long)r->conf.fetch_timeout_ms * NS_PER_MS);
     const char *why = NULL;
     if (hs_nats_publish(r->nc, subject, reply, NULL, 0, body, (size_t)n, &why) != 0) {
