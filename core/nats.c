@@ -65,6 +65,7 @@ struct hs_nats {
     natsStatus connect_status;
     char connect_err[256];
     bool started, connecting, connected, closing, close_queued, close_done, closed_cb, sub_done;
+    bool restart; /* libnats closed the connection: a new one once it let go of it */
     unsigned calls;   /* JetStream calls on the pool */
     unsigned handles; /* ours still open in the loop */
     void (*closed)(void *ud);
@@ -287,6 +288,7 @@ static void on_error(natsConnection *nc, natsSubscription *sub, natsStatus s, vo
 }
 
 static void maybe_finish_close(struct hs_nats *n);
+static void maybe_restart(struct hs_nats *n);
 
 static void set_connected(struct hs_nats *n, bool up)
 {
@@ -334,6 +336,16 @@ static void handle(struct hs_nats *n, struct ev *e)
     case EV_CLOSED:
         n->closed_cb = true;
         set_connected(n, false);
+        /* libnats gave up on it (refused credentials): a new one, later; while connecting,
+         * connect_done says why (n->nc is the pool thread's until then) */
+        if (!n->closing && !n->restart && !n->connecting) {
+            const char *why = NULL;
+            natsConnection_GetLastError(n->nc, &why);
+            hs_log_error(n->name, "NATS connection closed (%s): connecting again in %d s",
+                         why && why[0] ? why : "no reason given", CONNECT_RETRY_MS / 1000);
+        }
+        if (!n->closing)
+            n->restart = true;
         break;
     case EV_SUB_DONE:
         n->sub_done = true;
@@ -353,6 +365,7 @@ static void on_async(uv_async_t *a)
     for (size_t i = 0; i < count; i++)
         handle(n, &v[i]);
     free(v);
+    maybe_restart(n);
     maybe_finish_close(n);
 }
 
@@ -466,11 +479,15 @@ static void connect_work(uv_work_t *w)
      * keeps trying and on_connected says when it got through */
     n->connect_status = natsConnection_Connect(&nc, n->opts);
     n->connect_err[0] = '\0';
-    if (n->connect_status != NATS_OK && n->connect_status != NATS_NOT_YET_CONNECTED) {
+    if (n->connect_status != NATS_OK) {
         natsStatus st;
-        const char *e = nats_GetLastError(&st);
+        const char *e = NULL;
+        if (nc)
+            natsConnection_GetLastError(nc, &e);
+        if (!e || !e[0])
+            e = nats_GetLastError(&st);
         snprintf(n->connect_err, sizeof(n->connect_err), "%s",
-                 e ? e : natsStatus_GetText(n->connect_status));
+                 e && e[0] ? e : natsStatus_GetText(n->connect_status));
     }
     n->nc = nc;
 }
@@ -515,20 +532,26 @@ static void connect_done(uv_work_t *w, int status)
 {
     struct hs_nats *n = w->data;
     n->connecting = false;
-    if (n->nc) {
+    if (n->nc && natsConnection_IsClosed(n->nc) && !n->closing) { /* refused for good */
+        hs_log_error(n->name, "cannot connect to NATS: %s (again in %d s)", n->connect_err,
+                     CONNECT_RETRY_MS / 1000);
+        n->restart = true;
+        n->sub_done = true; /* no subscription: no on-complete to wait for */
+    } else if (n->nc) {
         if (!n->closing)
             attach(n);                /* logged; the connection still closes cleanly without it */
         n->sub_done = n->sub == NULL; /* no subscription: no on-complete to wait for */
         if (n->connect_status == NATS_OK)
             set_connected(n, true);
         else if (!n->closing)
-            hs_log_warn(n->name, "no NATS server answered yet: retrying every %llu ms",
-                        (unsigned long long)n->conf->reconnect_wait_ms);
+            hs_log_warn(n->name, "not connected to NATS yet (%s): retrying every %llu ms",
+                        n->connect_err, (unsigned long long)n->conf->reconnect_wait_ms);
     } else if (!n->closing) {
-        hs_log_error(n->name, "cannot connect to NATS: %s (retrying in %d s)", n->connect_err,
+        hs_log_error(n->name, "cannot connect to NATS: %s (again in %d s)", n->connect_err,
                      CONNECT_RETRY_MS / 1000);
         uv_timer_start(&n->retry, on_retry, CONNECT_RETRY_MS, 0);
     }
+    maybe_restart(n);
     maybe_finish_close(n);
 }
 
@@ -537,6 +560,23 @@ static void begin_connect(struct hs_nats *n)
     n->connecting = true;
     n->connect_work.data = n;
     uv_queue_work(n->loop, &n->connect_work, connect_work, connect_done);
+}
+
+/* A connection libnats closed on its own is let go once it has said its last word (closed,
+ * the inbox's on-complete) and no JetStream call uses it; a new one follows after a wait. */
+static void maybe_restart(struct hs_nats *n)
+{
+    if (!n->restart || n->closing || !n->closed_cb || !n->sub_done || n->calls)
+        return;
+    n->restart = false;
+    jsCtx_Destroy(n->js);
+    n->js = NULL;
+    natsSubscription_Destroy(n->sub);
+    n->sub = NULL;
+    natsConnection_Destroy(n->nc);
+    n->nc = NULL;
+    n->closed_cb = n->sub_done = false;
+    uv_timer_start(&n->retry, on_retry, CONNECT_RETRY_MS, 0);
 }
 
 static double gauge_connected(void *ud)
@@ -692,6 +732,7 @@ static void js_done(uv_work_t *w, int status)
     n->calls--;
     c->done(c->arg, status == UV_ECANCELED ? HS_ECANCELED : c->rc, c->err);
     free(c);
+    maybe_restart(n);
     maybe_finish_close(n);
 }
 
