@@ -56,6 +56,17 @@ struct hs_nats_meta {
 /* Returns false when reply is no JetStream ack subject. */
 bool hs_nats_meta_parse(const char *reply, struct hs_nats_meta *m);
 
+/* What a status message on a pull request's reply subject means for the request. */
+enum hs_nats_status {
+    HS_NATS_STATUS_IDLE, /* 100: a heartbeat, the request goes on */
+    HS_NATS_STATUS_END,  /* 404 none, 408 expired, 409 cut by max_bytes: ask again now */
+    HS_NATS_STATUS_WAIT, /* another 409 (too many waiting, leadership change): ask again soon */
+    HS_NATS_STATUS_LOST, /* 503 no responders, 409 consumer deleted: the consumer is checked
+                          * again (made if missing) before the next request */
+};
+/* From the Status and Description headers libnats reads off the status line. */
+enum hs_nats_status hs_nats_status_kind(const char *status, const char *description);
+
 /* The stream sequences of messages taken lately: a redelivery of one (its ack was lost) is acked
  * again and not handed on twice. Two generations of `cap` slots each (power of two): the
  * latest cap/2 inserts are always remembered, older ones for a while. */
@@ -84,6 +95,7 @@ struct durable {
     uint64_t gen;    /* of the request out: its reply subject ends .<index>.<gen> */
     uint32_t remaining;
     uint64_t deadline_ms;
+    uint64_t not_before_ms; /* no request before (after a status that asks to wait) */
 };
 
 struct nats_recv {
@@ -126,8 +138,10 @@ void hs_nats_recv_pump(struct nats_recv *r);
 struct durable *hs_nats_recv_route(struct nats_recv *r, const char *subject, uint64_t *gen);
 /* The durable of a consumer name (deliveries); NULL when not ours. */
 struct durable *hs_nats_recv_durable(struct nats_recv *r, struct hs_str consumer);
-/* A message of d's request `gen` arrived (status or delivery): its request may be over. */
-void hs_nats_recv_arrived(struct durable *d, uint64_t gen, bool status_done);
+/* A delivery for d arrived: its request may be filled. */
+void hs_nats_recv_delivered(struct durable *d);
+/* A status message for d's request `gen` arrived (not IDLE). */
+void hs_nats_recv_status(struct durable *d, uint64_t gen, enum hs_nats_status kind);
 
 /* ---- receiver.c, for pull.c ---- */
 /* Stopping and no pull request out: closes the timer and the connection, then done. */

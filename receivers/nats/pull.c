@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/common.h"
 #include "core/errors.h"
@@ -21,8 +22,11 @@
 #define REQUEST_GRACE_MS 1000
 #define SETUP_BACKOFF_FIRST_MS 500
 #define SETUP_BACKOFF_MAX_MS 30000
-/* the first wait when the pipeline has no room; doubled up to nak_delay */
+/* the wait when the pipeline has no room */
 #define ROOM_WAIT_MS 50
+/* after a status that says the server is busy (409), or that the consumer is not there (503) */
+#define BUSY_WAIT_MS 100
+#define LOST_WAIT_MS 1000
 
 /* ---- the pure parts --------------------------------------------------------------------- */
 
@@ -380,10 +384,12 @@ void hs_nats_recv_pump(struct nats_recv *r)
         struct durable *d = &r->d[i];
         if (d->requesting && d->deadline_ms <= now) /* lost with a consumer leader: again */
             d->requesting = false;
-        if (!d->requesting && d->ready && may)
+        if (!d->requesting && d->ready && may && d->not_before_ms <= now)
             request(r, d, now);
         if (d->requesting)
             next = HS_MIN(next, d->deadline_ms);
+        else if (d->not_before_ms > now && !r->stopping)
+            next = HS_MIN(next, d->not_before_ms);
         out |= d->requesting;
     }
     if (r->stopping && !out) {
@@ -428,13 +434,49 @@ struct durable *hs_nats_recv_durable(struct nats_recv *r, struct hs_str consumer
                : NULL;
 }
 
-void hs_nats_recv_arrived(struct durable *d, uint64_t gen, bool status_done)
+enum hs_nats_status hs_nats_status_kind(const char *status, const char *description)
+{
+    const char *d = description ? description : "";
+    if (strcmp(status, "100") == 0)
+        return HS_NATS_STATUS_IDLE;
+    if (strcmp(status, "404") == 0 || strcmp(status, "408") == 0)
+        return HS_NATS_STATUS_END;
+    if (strcmp(status, "409") == 0) {
+        if (strcasecmp(d, "Consumer Deleted") == 0)
+            return HS_NATS_STATUS_LOST;
+        if (strcasecmp(d, "Message Size Exceeds MaxBytes") == 0 ||
+            strcasecmp(d, "Batch Completed") == 0)
+            return HS_NATS_STATUS_END;
+        return HS_NATS_STATUS_WAIT;
+    }
+    return HS_NATS_STATUS_LOST; /* 503 no responders, and anything unknown: look again */
+}
+
+/* The request out is over: the pump asks again (now, or after a wait). */
+static void request_over(struct durable *d, uint64_t wait_ms)
+{
+    d->requesting = false;
+    d->not_before_ms = wait_ms ? hs_now_ms() + wait_ms : 0;
+    hs_nats_recv_pump(d->r);
+}
+
+void hs_nats_recv_delivered(struct durable *d)
+{
+    /* deliveries carry no request id: a late one of a request given up on counts toward the
+     * current, which then ends early and is asked again, harmlessly */
+    if (d->requesting && --d->remaining == 0)
+        request_over(d, 0);
+}
+
+void hs_nats_recv_status(struct durable *d, uint64_t gen, enum hs_nats_status kind)
 {
     if (!d->requesting || gen != d->gen)
-        return; /* a request we gave up on: its messages still count, not toward this one */
-    if (status_done || --d->remaining == 0) {
-        d->requesting = false;
-        hs_nats_recv_pump(d->r);
+        return;                        /* the end of a request given up on already */
+    if (kind == HS_NATS_STATUS_LOST) { /* no hot loop against a missing consumer or leader */
+        d->ready = false;
+        request_over(d, LOST_WAIT_MS);
+    } else {
+        request_over(d, kind == HS_NATS_STATUS_WAIT ? BUSY_WAIT_MS : 0);
     }
 }
 

@@ -172,28 +172,20 @@ static void deliver(struct nats_recv *r, natsMsg *m, const struct hs_nats_meta *
     }
 }
 
-static bool is_status(natsMsg *m, bool *ends_request)
-{
-    const char *st = header(m, "Status");
-    if (!st || natsMsg_GetDataLength(m) > 0)
-        return false;
-    /* 100: a heartbeat; 404 none, 408 expired, 409 refused (max waiting, leader change) */
-    *ends_request = strcmp(st, "100") != 0;
-    return true;
-}
-
-/* Status messages (a request's end) come on the request's reply subject; deliveries keep the
- * subject they were published on, and say their consumer in their ack subject. */
+/* Status messages (a request's end) come on the request's reply subject, with no data;
+ * deliveries keep the subject they were published on, and say their consumer in their ack
+ * subject. */
 static void on_msg(void *ud, natsMsg *m)
 {
     struct nats_recv *r = ud;
-    bool ends = false;
-    if (is_status(m, &ends)) {
+    const char *st = header(m, "Status");
+    if (st && natsMsg_GetDataLength(m) == 0) {
         uint64_t gen = 0;
         struct durable *d = hs_nats_recv_route(r, natsMsg_GetSubject(m), &gen);
+        enum hs_nats_status kind = hs_nats_status_kind(st, header(m, "Description"));
         natsMsg_Destroy(m);
-        if (d)
-            hs_nats_recv_arrived(d, gen, ends);
+        if (d && kind != HS_NATS_STATUS_IDLE)
+            hs_nats_recv_status(d, gen, kind);
         return;
     }
     struct hs_nats_meta meta;
@@ -202,7 +194,7 @@ static void on_msg(void *ud, natsMsg *m)
         d = hs_nats_recv_durable(r, meta.consumer);
     if (d) {
         deliver(r, m, &meta);
-        hs_nats_recv_arrived(d, d->gen, false);
+        hs_nats_recv_delivered(d);
     }
     natsMsg_Destroy(m);
 }

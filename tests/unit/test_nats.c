@@ -1,7 +1,8 @@
 /* test_nats.c: the pure parts of the nats exporter and receiver: the partition of a (tenant,
  * service) is pinned (a change re-routes a whole fleet), spreads evenly and grows by moving keys
  * only to the new partition; consume_partitions lists and their errors; the JetStream ack
- * subject (v1 and v2) read for the delivery count, stream sequence and consumer; the set of
+ * subject (v1 and v2) read for the delivery count, stream sequence and consumer; what a pull
+ * request's status means (never a hot loop against a missing consumer); the set of
  * messages taken remembers the latest and forgets the oldest; and the config: defaults, and
  * every mistake of a file reported at its line. */
 #include <setjmp.h>
@@ -132,6 +133,22 @@ static void test_meta_parse(void **state)
                          "$JS.ACK.HOTSPAN.c.1.99999999999999999999999.3.4.5"};
     for (size_t i = 0; i < HS_ARRAY_SIZE(bad); i++)
         assert_false(hs_nats_meta_parse(bad[i], &m));
+}
+
+static void test_status_kind(void **state)
+{
+    assert_int_equal(hs_nats_status_kind("100", "Idle Heartbeat"), HS_NATS_STATUS_IDLE);
+    assert_int_equal(hs_nats_status_kind("404", "No Messages"), HS_NATS_STATUS_END);
+    assert_int_equal(hs_nats_status_kind("408", "Request Timeout"), HS_NATS_STATUS_END);
+    assert_int_equal(hs_nats_status_kind("409", "Message Size Exceeds MaxBytes"),
+                     HS_NATS_STATUS_END);
+    assert_int_equal(hs_nats_status_kind("409", "Exceeded MaxWaiting"), HS_NATS_STATUS_WAIT);
+    assert_int_equal(hs_nats_status_kind("409", "Leadership Change"), HS_NATS_STATUS_WAIT);
+    assert_int_equal(hs_nats_status_kind("409", NULL), HS_NATS_STATUS_WAIT);
+    /* never asked again at once: no hot loop while a consumer or its leader is missing */
+    assert_int_equal(hs_nats_status_kind("409", "Consumer Deleted"), HS_NATS_STATUS_LOST);
+    assert_int_equal(hs_nats_status_kind("503", NULL), HS_NATS_STATUS_LOST);
+    assert_int_equal(hs_nats_status_kind("500", "whatever"), HS_NATS_STATUS_LOST);
 }
 
 static void test_seen(void **state)
@@ -443,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_partition_spread_and_growth),
         cmocka_unit_test(test_partitions_parse),
         cmocka_unit_test(test_meta_parse),
+        cmocka_unit_test(test_status_kind),
         cmocka_unit_test(test_seen),
         cmocka_unit_test(test_cut_traces),
         cmocka_unit_test(test_cut_profiles),
