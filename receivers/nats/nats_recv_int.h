@@ -91,6 +91,7 @@ struct durable {
     char name[96];
     char filter[HS_BUS_SUBJECT_MAX];
     bool ready;      /* the consumer exists on the server */
+    bool setting_up; /* a pool job is making it */
     bool requesting; /* a pull request is out */
     uint64_t gen;    /* of the request out: its reply subject ends .<index>.<gen> */
     uint32_t remaining;
@@ -114,7 +115,9 @@ struct nats_recv {
     uv_timer_t timer; /* request deadlines, pauses, consumer setup retries */
     uint64_t paused_until_ms;
     uint64_t setup_retry_ms, setup_backoff_ms;
-    bool setup_busy, started;
+    unsigned setup_inflight; /* pool jobs making consumers */
+    bool all_ready;          /* every consumer was there when last looked at */
+    bool started;
     bool stopping;          /* shutdown: no new pull requests, waiting for those out */
     bool closing;           /* then the timer and the connection close */
     unsigned closing_steps; /* of them, still closing */

@@ -256,44 +256,43 @@ static int ensure_one(jsCtx *js, const struct nats_recv *r, const struct durable
     return s == NATS_TIMEOUT ? HS_EAGAIN : HS_EIO;
 }
 
-/* Every consumer not yet there, in one pool job; the durable's `ready` is the loop's to set,
- * so this writes the results in `ok` (one per durable). */
+/* Consumers are made a few at a time on the pool: each creation is a Raft proposal of the
+ * meta group (0.5 s each on the test machine), and 16 one after the other would hold the first
+ * delivery back by seconds. */
+#define SETUP_PARALLEL 3 /* of libuv's 4 pool threads: one stays for the rest */
+
 struct setup {
     struct nats_recv *r;
-    bool *ok;
+    uint32_t index;
 };
 
+/* On a pool thread. */
 static int setup_work(jsCtx *js, void *arg, char *err, size_t errlen)
 {
-    struct setup *su = arg;
-    int rc = 0;
-    for (uint32_t i = 0; i < su->r->nd; i++) {
-        if (su->ok[i])
-            continue;
-        int one = ensure_one(js, su->r, &su->r->d[i], err, errlen);
-        su->ok[i] = one == 0;
-        if (one)
-            rc = one;
-        if (one == HS_EAGAIN) /* the cluster is busy: the others would wait as long */
-            break;
-    }
-    return rc;
+    const struct setup *su = arg;
+    return ensure_one(js, su->r, &su->r->d[su->index], err, errlen);
+}
+
+static uint32_t ready_count(const struct nats_recv *r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->nd; i++)
+        n += r->d[i].ready;
+    return n;
 }
 
 static void setup_done(void *arg, int rc, const char *err)
 {
     struct setup *su = arg;
     struct nats_recv *r = su->r;
-    r->setup_busy = false;
-    uint32_t ready = 0;
-    for (uint32_t i = 0; i < r->nd; i++)
-        ready += r->d[i].ready = su->ok[i];
-    free(su->ok);
+    struct durable *d = &r->d[su->index];
     free(su);
+    d->setting_up = false;
+    r->setup_inflight--;
     if (r->closing)
         return;
-    if (ready == r->nd)
-        hs_log_info(r->base.id, "consuming %u partitions of stream %s", r->nd, r->conf.stream);
+    d->ready = rc == 0;
+    uint32_t ready = ready_count(r);
     if (rc) {
         uint32_t suppressed;
         if (hs_ratelimit_allow(&r->log_rl, hs_now_ms(), &suppressed))
@@ -307,22 +306,28 @@ static void setup_done(void *arg, int rc, const char *err)
     } else {
         r->setup_backoff_ms = SETUP_BACKOFF_FIRST_MS;
     }
+    if (ready == r->nd && !r->all_ready) {
+        r->all_ready = true;
+        hs_log_info(r->base.id, "consuming %u partitions of stream %s", r->nd, r->conf.stream);
+    }
     hs_nats_recv_pump(r);
 }
 
 static void setup_start(struct nats_recv *r)
 {
-    struct setup *su = hs_xcalloc(1, sizeof(*su));
-    su->r = r;
-    su->ok = hs_xcalloc(r->nd, sizeof(*su->ok));
-    for (uint32_t i = 0; i < r->nd; i++)
-        su->ok[i] = r->d[i].ready;
-    if (hs_nats_js_call(r->nc, setup_work, setup_done, su) == 0) {
-        r->setup_busy = true;
-        return;
+    for (uint32_t i = 0; i < r->nd && r->setup_inflight < SETUP_PARALLEL; i++) {
+        struct durable *d = &r->d[i];
+        if (d->ready || d->setting_up)
+            continue;
+        struct setup *su = hs_xcalloc(1, sizeof(*su));
+        *su = (struct setup){r, i};
+        if (hs_nats_js_call(r->nc, setup_work, setup_done, su) != 0) {
+            free(su);
+            return;
+        }
+        d->setting_up = true;
+        r->setup_inflight++;
     }
-    free(su->ok);
-    free(su);
 }
 
 /* ---- pulling ---------------------------------------------------------------------------- */
@@ -371,7 +376,7 @@ void hs_nats_recv_pump(struct nats_recv *r)
     bool all_ready = true, out = false;
     for (uint32_t i = 0; i < r->nd; i++)
         all_ready &= r->d[i].ready;
-    if (!all_ready && !r->stopping && !r->setup_busy && hs_nats_connected(r->nc)) {
+    if (!all_ready && !r->stopping && hs_nats_connected(r->nc)) {
         if (now >= r->setup_retry_ms)
             setup_start(r);
         else
@@ -474,6 +479,7 @@ void hs_nats_recv_status(struct durable *d, uint64_t gen, enum hs_nats_status ki
         return;                        /* the end of a request given up on already */
     if (kind == HS_NATS_STATUS_LOST) { /* no hot loop against a missing consumer or leader */
         d->ready = false;
+        d->r->all_ready = false;
         request_over(d, LOST_WAIT_MS);
     } else {
         request_over(d, kind == HS_NATS_STATUS_WAIT ? BUSY_WAIT_MS : 0);
