@@ -59,7 +59,9 @@ bool hs_nats_meta_parse(const char *reply, struct hs_nats_meta *m);
 /* What a status message on a pull request's reply subject means for the request. */
 enum hs_nats_status {
     HS_NATS_STATUS_IDLE, /* 100: a heartbeat, the request goes on */
-    HS_NATS_STATUS_END,  /* 404 none, 408 expired, 409 cut by max_bytes: ask again now */
+    HS_NATS_STATUS_END,  /* 404 none, 408 expired: ask again now */
+    HS_NATS_STATUS_FULL, /* 409 cut by max_bytes: ask again now, for one message alone if none
+                          * came (it is larger than fetch_max_bytes) */
     HS_NATS_STATUS_WAIT, /* another 409 (too many waiting, leadership change): ask again soon */
     HS_NATS_STATUS_LOST, /* 503 no responders, 409 consumer deleted: the consumer is checked
                           * again (made if missing) before the next request */
@@ -94,9 +96,10 @@ struct durable {
     bool setting_up; /* a pool job is making it */
     bool requesting; /* a pull request is out */
     uint64_t gen;    /* of the request out: its reply subject ends .<index>.<gen> */
-    uint32_t remaining;
+    uint32_t asked, remaining; /* messages of the request out */
     uint64_t deadline_ms;
     uint64_t not_before_ms; /* no request before (after a status that asks to wait) */
+    bool one_alone;         /* the next message is larger than fetch_max_bytes: ask for it alone */
 };
 
 struct nats_recv {

@@ -345,9 +345,12 @@ static void request(struct nats_recv *r, struct durable *d, uint64_t now)
     snprintf(reply, sizeof(reply), "%s.%u.%llu", hs_nats_inbox(r->nc), d->index,
              (unsigned long long)(d->gen + 1));
     /* the server ends the request a little before we would give up on it */
-    int n = snprintf(body, sizeof(body), "{\"batch\":%u,\"max_bytes\":%llu,\"expires\":%lld}",
-                     r->conf.fetch_batch, (unsigned long long)r->conf.fetch_max_bytes,
-                     (long long)r->conf.fetch_timeout_ms * NS_PER_MS);
+    long long expires = (long long)r->conf.fetch_timeout_ms * NS_PER_MS;
+    int n =
+        d->one_alone
+            ? snprintf(body, sizeof(body), "{\"batch\":1,\"expires\":%lld}", expires)
+            : snprintf(body, sizeof(body), "{\"batch\":%u,\"max_bytes\":%llu,\"expires\":%lld}",
+                       r->conf.fetch_batch, (unsigned long long)r->conf.fetch_max_bytes, expires);
     const char *why = NULL;
     if (hs_nats_publish(r->nc, subject, reply, NULL, 0, body, (size_t)n, &why) != 0) {
         uint32_t suppressed; /* disconnected: libnats buffers; full: try again shortly */
@@ -359,7 +362,8 @@ static void request(struct nats_recv *r, struct durable *d, uint64_t now)
     }
     d->gen++;
     d->requesting = true;
-    d->remaining = r->conf.fetch_batch;
+    d->asked = d->remaining = d->one_alone ? 1 : r->conf.fetch_batch;
+    d->one_alone = false;
     d->deadline_ms = now + r->conf.fetch_timeout_ms + REQUEST_GRACE_MS;
 }
 
@@ -449,8 +453,9 @@ enum hs_nats_status hs_nats_status_kind(const char *status, const char *descript
     if (strcmp(status, "409") == 0) {
         if (strcasecmp(d, "Consumer Deleted") == 0)
             return HS_NATS_STATUS_LOST;
-        if (strcasecmp(d, "Message Size Exceeds MaxBytes") == 0 ||
-            strcasecmp(d, "Batch Completed") == 0)
+        if (strcasecmp(d, "Message Size Exceeds MaxBytes") == 0)
+            return HS_NATS_STATUS_FULL;
+        if (strcasecmp(d, "Batch Completed") == 0)
             return HS_NATS_STATUS_END;
         return HS_NATS_STATUS_WAIT;
     }
@@ -477,6 +482,10 @@ void hs_nats_recv_status(struct durable *d, uint64_t gen, enum hs_nats_status ki
 {
     if (!d->requesting || gen != d->gen)
         return;                        /* the end of a request given up on already */
+    /* nothing came: the next message alone is larger than fetch_max_bytes, and asking again the
+     * same way would be answered the same at once, for ever */
+    if (kind == HS_NATS_STATUS_FULL && d->remaining == d->asked)
+        d->one_alone = true;
     if (kind == HS_NATS_STATUS_LOST) { /* no hot loop against a missing consumer or leader */
         d->ready = false;
         d->r->all_ready = false;

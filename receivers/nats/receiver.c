@@ -47,10 +47,9 @@ static const struct hs_config_field nats_fields[] = {
     {"fetch_batch", HS_CFG_UINT, offsetof(struct nats_recv_config, fetch_batch), "100", .min = 1,
      .max = 10000, .doc = "messages asked for in one pull request"},
     {"fetch_max_bytes", HS_CFG_SIZE, offsetof(struct nats_recv_config, fetch_max_bytes), "4MiB",
-     .min = 1 << 20, .max = 1 << 30,
+     .min = 64 << 10, .max = 1 << 30,
      .doc = "bytes asked for in one pull request: what one partition has in flight to this "
-            "hotspan at most. Keep it at least the exporters' max_message_size: the server "
-            "never delivers a message larger than a request asks for"},
+            "hotspan at most (a larger message is asked for alone)"},
     {"fetch_timeout", HS_CFG_DURATION, offsetof(struct nats_recv_config, fetch_timeout_ms), "1s",
      .min = 100, .max = 60000, .doc = "how long one pull request waits on the server for messages"},
     {"nak_delay", HS_CFG_DURATION, offsetof(struct nats_recv_config, nak_delay_ms), "1s", .min = 0,

@@ -302,6 +302,13 @@ service:
     const after = (await streamState(cluster, DUP)).messages;
     assert.ok(after - before >= 2, `${after - before} messages for one batch`);
     assert.equal(await m(producer, 'hotspan_exporter_sent_spans_total', { exporter: 'nats', signal: 'traces' }), 3 + 2 + 3000);
+
+    // a gateway asking for less than one of those messages per pull request still gets them
+    const small = await newSink();
+    await startConsumer(consumerYaml(cluster.nodes[node()].url, 'dup4', small).replace(
+      'fetch_timeout: 300ms', 'fetch_timeout: 300ms\n    fetch_max_bytes: 64KiB'));
+    await small.waitFor(() => small.spans().filter((x) => ids.has(x.span.spanId)).length === ids.size, 20000,
+      () => `the 3000 spans through 64 KiB pull requests, have ${small.spans().filter((x) => ids.has(x.span.spanId)).length}`);
   });
 });
 

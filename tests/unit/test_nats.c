@@ -141,7 +141,8 @@ static void test_status_kind(void **state)
     assert_int_equal(hs_nats_status_kind("404", "No Messages"), HS_NATS_STATUS_END);
     assert_int_equal(hs_nats_status_kind("408", "Request Timeout"), HS_NATS_STATUS_END);
     assert_int_equal(hs_nats_status_kind("409", "Message Size Exceeds MaxBytes"),
-                     HS_NATS_STATUS_END);
+                     HS_NATS_STATUS_FULL);
+    assert_int_equal(hs_nats_status_kind("409", "Batch Completed"), HS_NATS_STATUS_END);
     assert_int_equal(hs_nats_status_kind("409", "Exceeded MaxWaiting"), HS_NATS_STATUS_WAIT);
     assert_int_equal(hs_nats_status_kind("409", "Leadership Change"), HS_NATS_STATUS_WAIT);
     assert_int_equal(hs_nats_status_kind("409", NULL), HS_NATS_STATUS_WAIT);
