@@ -65,7 +65,7 @@ struct hs_nats {
     natsStatus connect_status;
     char connect_err[256];
     bool started, connecting, connected, closing, close_queued, close_done, closed_cb, sub_done;
-    bool restart; /* libnats closed the connection: a new one once it let go of it */
+    bool restart;     /* libnats closed the connection: a new one once it let go of it */
     unsigned calls;   /* JetStream calls on the pool */
     unsigned handles; /* ours still open in the loop */
     void (*closed)(void *ud);

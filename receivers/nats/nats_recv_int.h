@@ -92,10 +92,10 @@ struct durable {
     uint32_t partition;
     char name[96];
     char filter[HS_BUS_SUBJECT_MAX];
-    bool ready;      /* the consumer exists on the server */
-    bool setting_up; /* a pool job is making it */
-    bool requesting; /* a pull request is out */
-    uint64_t gen;    /* of the request out: its reply subject ends .<index>.<gen> */
+    bool ready;                /* the consumer exists on the server */
+    bool setting_up;           /* a pool job is making it */
+    bool requesting;           /* a pull request is out */
+    uint64_t gen;              /* of the request out: its reply subject ends .<index>.<gen> */
     uint32_t asked, remaining; /* messages of the request out */
     uint64_t deadline_ms;
     uint64_t not_before_ms; /* no request before (after a status that asks to wait) */

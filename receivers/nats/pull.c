@@ -481,7 +481,7 @@ void hs_nats_recv_delivered(struct durable *d)
 void hs_nats_recv_status(struct durable *d, uint64_t gen, enum hs_nats_status kind)
 {
     if (!d->requesting || gen != d->gen)
-        return;                        /* the end of a request given up on already */
+        return; /* the end of a request given up on already */
     /* nothing came: the next message alone is larger than fetch_max_bytes, and asking again the
      * same way would be answered the same at once, for ever */
     if (kind == HS_NATS_STATUS_FULL && d->remaining == d->asked)
