@@ -69,3 +69,18 @@ char *hs_xstrndup(const char *s, size_t n)
     p[n] = '\0';
     return p;
 }
+
+bool hs_tenant_valid(const char *s, size_t len)
+{
+    if (len == 0 || len > 150 || (len == 1 && s[0] == '.') ||
+        (len == 2 && s[0] == '.' && s[1] == '.'))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  strchr("!-_.*'()", c) != NULL;
+        if (!ok || c == '\0')
+            return false;
+    }
+    return true;
+}

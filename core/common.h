@@ -55,4 +55,8 @@ void *hs_xcalloc(size_t n, size_t size);
 char *hs_xstrdup(const char *s);
 char *hs_xstrndup(const char *s, size_t n);
 
+/* Is s a tenant id as Cortex, Mimir, Tempo and Pyroscope accept one: 1..150 bytes of
+ * [A-Za-z0-9!-_.*'()], and not "." or ".."? */
+bool hs_tenant_valid(const char *s, size_t len);
+
 #endif

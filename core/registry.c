@@ -5,6 +5,7 @@
 
 extern const struct hs_component_type hs_receiver_otlp;
 extern const struct hs_component_type hs_receiver_pyroscope;
+extern const struct hs_component_type hs_receiver_nats;
 extern const struct hs_component_type hs_processor_batch;
 extern const struct hs_component_type hs_processor_correlator;
 extern const struct hs_component_type hs_processor_memory_limiter;
@@ -15,6 +16,7 @@ extern const struct hs_component_type hs_exporter_debug;
 extern const struct hs_component_type hs_exporter_pyroscope;
 extern const struct hs_component_type hs_exporter_load_balancing;
 extern const struct hs_component_type hs_exporter_loadbalancing;
+extern const struct hs_component_type hs_exporter_nats;
 
 static const struct hs_component_type *const component_types[] = {
     &hs_receiver_otlp, &hs_receiver_pyroscope, &hs_processor_memory_limiter, &hs_processor_correlator, &hs_processor_batch,
@@ -22,6 +24,7 @@ static const struct hs_component_type *const component_types[] = {
     &hs_exporter_otlphttp, &hs_exporter_file, &hs_exporter_debug,
     &hs_exporter_pyroscope,
     &hs_exporter_load_balancing, &hs_exporter_loadbalancing,
+    &hs_receiver_nats, &hs_exporter_nats,
 };
 
 const struct hs_component_type *hs_registry_find(enum hs_kind kind, const char *type_name)

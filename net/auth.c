@@ -161,21 +161,6 @@ static struct hs_str trim(const char *p, size_t n)
     return (struct hs_str){p, n};
 }
 
-bool hs_tenant_valid(const char *s, size_t len)
-{
-    if (len == 0 || len > 150 || (len == 1 && s[0] == '.') ||
-        (len == 2 && s[0] == '.' && s[1] == '.'))
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  strchr("!-_.*'()", c) != NULL;
-        if (!ok || c == '\0')
-            return false;
-    }
-    return true;
-}
-
 /* Hashed htpasswd entries ($apr1$, bcrypt, {SHA}) would be compared as plain text and never
  * match: say so instead of refusing every client silently. */
 static bool looks_hashed(struct hs_str pw)

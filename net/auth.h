@@ -87,10 +87,6 @@ const char *hs_auth_message(enum hs_auth_result r);
 size_t hs_auth_challenges(const struct hs_auth *a, enum hs_auth_result r,
                           struct hs_http_header *out);
 
-/* Is s a tenant id as Cortex, Mimir, Tempo and Pyroscope accept one: 1..150 bytes of
- * [A-Za-z0-9!-_.*'()], and not "." or ".."? */
-bool hs_tenant_valid(const char *s, size_t len);
-
 /* The tenant a request's data belongs to: the token's tenant when it has one (it replaces any
  * X-Scope-OrgID the client sent: a tenant token is the gateway's word, not the client's), else
  * the client's X-Scope-OrgID, else none (out->len 0). Returns false when the header is present

@@ -79,7 +79,7 @@ static void test_every_error_at_once(void **state)
                        "    metrics: {receivers: [otlp], exporters: [debug]}\n"; /* 15 */
     assert_int_equal(load(yaml, &err, NULL), HS_EINVAL);
     assert_true(has_line(&err, "t.yaml:3:3: receivers.zipkin: unknown receiver type (known: "
-                               "otlp, pyroscope)"));
+                               "otlp, pyroscope, nats)"));
     assert_true(has_line(&err, "t.yaml:5:20: processors.batch.timeout: \"30x\" is not a "
                                "duration (try 30s)"));
     assert_true(has_line(&err, "t.yaml:8:1: extensions: unknown key (known: receivers, "
@@ -225,6 +225,8 @@ static const struct {
     {HS_KIND_EXPORTER, "file", "{path: '/tmp/hotspan-test-service-lifecycle.jsonl'}"},
     {HS_KIND_EXPORTER, "load_balancing", "{resolver: {static: {hostnames: ['127.0.0.1:9']}}}"},
     {HS_KIND_EXPORTER, "loadbalancing", "{resolver: {dns: {hostname: localhost}}}"},
+    {HS_KIND_RECEIVER, "nats", "{servers: ['nats://127.0.0.1:9']}"},
+    {HS_KIND_EXPORTER, "nats", "{servers: ['nats://127.0.0.1:9']}"},
 };
 
 static int done_calls;

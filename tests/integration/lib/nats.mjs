@@ -1,7 +1,9 @@
 // A JetStream cluster of the real nats-server (Debian's) on loopback for tests: N nodes
 // (default 3), each with its own config file and store in one temp dir, ports picked by the
 // test, ready once every running node agrees on a JetStream meta leader and answers /healthz.
-// One node can be killed and restarted (same ports, same store); stop() ends them all.
+// One node can be killed and restarted (same ports, same store); stop() ends them all. Also the
+// NATS protocol spoken by hand, since no NATS client package is installed: a frame parser, a
+// proxy that drops chosen frames (a lost ack), a one-message publisher, a stream's state.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -161,4 +163,141 @@ export async function startNatsCluster({ nodes: count = 3, name = 'hotspan', rea
     throw e;
   }
   return cluster;
+}
+
+// ---- speaking the NATS protocol ourselves (no NATS client package is installed) -------------
+
+const CRLF = Buffer.from('\r\n');
+
+/**
+ * Splits a NATS protocol byte stream into frames: {op, line, raw} where raw is the whole frame
+ * (control line, and for MSG/HMSG/PUB/HPUB the payload and its CRLF). `feed(chunk)` returns
+ * the complete frames so far; a partial one waits for the next chunk.
+ */
+export function frameParser() {
+  let buf = Buffer.alloc(0);
+  return function feed(chunk) {
+    buf = Buffer.concat([buf, chunk]);
+    const frames = [];
+    for (;;) {
+      const eol = buf.indexOf(CRLF);
+      if (eol < 0) break;
+      const line = buf.subarray(0, eol).toString('latin1');
+      const parts = line.split(' ').filter(Boolean);
+      const op = (parts[0] || '').toUpperCase();
+      let len = eol + 2;
+      if (op === 'MSG' || op === 'PUB' || op === 'HMSG' || op === 'HPUB') {
+        const total = Number(parts[parts.length - 1]);
+        if (buf.length < eol + 2 + total + 2) break;
+        len = eol + 2 + total + 2;
+      }
+      frames.push({ op, line, parts, raw: buf.subarray(0, len) });
+      buf = buf.subarray(len);
+    }
+    return frames;
+  };
+}
+
+/** The payload of a MSG/HMSG/PUB/HPUB frame (headers excluded), as a Buffer. */
+export function framePayload(f) {
+  const eol = f.raw.indexOf(CRLF);
+  const body = f.raw.subarray(eol + 2, f.raw.length - 2);
+  if (f.op === 'HMSG' || f.op === 'HPUB') return body.subarray(Number(f.parts[f.parts.length - 2]));
+  return body;
+}
+
+/**
+ * A TCP proxy in front of one NATS server that can drop frames: `dropFromServer(frame)` and
+ * `dropFromClient(frame)` return true to drop (each frame is offered once). INFO frames lose
+ * their connect_urls, so a client does not learn the cluster and bypass the proxy.
+ * Returns {port, url, dropped: {server, client}, stop()}.
+ */
+export async function startNatsProxy(targetPort, { dropFromServer = () => false,
+  dropFromClient = () => false } = {}) {
+  const conns = new Set();
+  const proxy = { dropped: { server: 0, client: 0 } };
+  const server = net.createServer((client) => {
+    const upstream = net.connect(targetPort, '127.0.0.1');
+    conns.add(client);
+    conns.add(upstream);
+    const fromServer = frameParser();
+    const fromClient = frameParser();
+    upstream.on('data', (d) => {
+      for (const f of fromServer(d)) {
+        if (f.op === 'INFO') {
+          const info = JSON.parse(f.line.slice(5));
+          delete info.connect_urls;
+          client.write(`INFO ${JSON.stringify(info)}\r\n`);
+        } else if (dropFromServer(f)) {
+          proxy.dropped.server += 1;
+        } else {
+          client.write(f.raw);
+        }
+      }
+    });
+    client.on('data', (d) => {
+      for (const f of fromClient(d)) {
+        if (dropFromClient(f)) proxy.dropped.client += 1;
+        else upstream.write(f.raw);
+      }
+    });
+    const end = () => { client.destroy(); upstream.destroy(); conns.delete(client); conns.delete(upstream); };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  await new Promise((res) => server.listen(0, '127.0.0.1', res));
+  proxy.port = server.address().port;
+  proxy.url = `nats://127.0.0.1:${proxy.port}`;
+  proxy.stop = async () => {
+    for (const c of conns) c.destroy();
+    await new Promise((res) => server.close(res));
+  };
+  return proxy;
+}
+
+/**
+ * Publishes one message (headers: an object) to `subject` on the server at `port`, and waits
+ * for the server's PONG after it, so the message has been processed. No reply subject: a
+ * stream capturing the subject stores it without answering.
+ */
+export async function natsPublish(port, subject, headers, body) {
+  const sock = net.connect(port, '127.0.0.1');
+  const feed = frameParser();
+  const frames = [];
+  let wake = null;
+  sock.on('data', (d) => { frames.push(...feed(d)); if (wake) wake(); });
+  const next = async (op) => {
+    for (;;) {
+      const i = frames.findIndex((f) => f.op === op || f.op === '-ERR');
+      if (i >= 0) {
+        const [f] = frames.splice(i, 1);
+        if (f.op === '-ERR') throw new Error(`NATS: ${f.line}`);
+        return f;
+      }
+      await new Promise((res) => { wake = res; });
+    }
+  };
+  await next('INFO');
+  const hdr = Buffer.from(`NATS/1.0\r\n${Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`, 'latin1');
+  const payload = Buffer.from(body);
+  sock.write(`CONNECT {"verbose":false,"pedantic":false,"headers":true,"lang":"node-test"}\r\n`);
+  sock.write(`HPUB ${subject} ${hdr.length} ${hdr.length + payload.length}\r\n`);
+  sock.write(Buffer.concat([hdr, payload, CRLF]));
+  sock.write('PING\r\n');
+  await next('PONG');
+  sock.destroy();
+}
+
+/** The state of stream `name` ({messages, bytes, ...}) from the first running node that holds
+ * a replica of it, or null. */
+export async function streamState(cluster, name) {
+  for (let i = 0; i < cluster.nodes.length; i++) {
+    if (!cluster.nodes[i].running) continue;
+    const j = await cluster.jsz(i, '?streams=true&accounts=true');
+    for (const a of j?.account_details || []) {
+      for (const s of a.stream_detail || []) if (s.name === name) return s.state;
+    }
+  }
+  return null;
 }
