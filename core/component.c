@@ -6,6 +6,8 @@ static bool consumer_ready(const struct hs_consumer *c, enum hs_signal sig);
 
 static bool component_ready(struct hs_component *c, enum hs_signal sig)
 {
+    if (sig == HS_SIGNAL_PROFILES && c->type->ready_profiles)
+        return c->type->ready_profiles(c);
     if (c->type->ready)
         return c->type->ready(c);
     /* a synchronous pass-through processor is as ready as what follows it */
@@ -29,6 +31,11 @@ bool hs_component_ready(struct hs_component *c)
 bool hs_consumer_ready(const struct hs_consumer *c)
 {
     return consumer_ready(c, HS_SIGNAL_TRACES);
+}
+
+bool hs_consumer_ready_for(const struct hs_consumer *c, enum hs_signal sig)
+{
+    return consumer_ready(c, sig);
 }
 
 static int consume(struct hs_component *t, enum hs_signal sig, void *batch)

@@ -11,6 +11,10 @@ struct hs_component;
 
 enum hs_signal { HS_SIGNAL_TRACES = 1 << 0, HS_SIGNAL_PROFILES = 1 << 1 };
 
+/* The kinds of profiles batch (pdata/profiles.h's formats), as flags: what a receiver makes and
+ * an exporter takes (struct hs_component_type.profile_kinds). */
+enum hs_profiles_kind { HS_PROFILES_KIND_PPROF = 1 << 0, HS_PROFILES_KIND_OTLP = 1 << 1 };
+
 /* A consumer is where a component's output goes: one or more components of the same signal
  * (a receiver in two pipelines, a pipeline's exporters). */
 struct hs_consumer {
@@ -32,5 +36,7 @@ struct hs_batch_ops {
  * else the first error a target returned, or 0. No consumer (NULL or empty): dropped, 0. */
 int hs_consumer_deliver(struct hs_consumer *c, const struct hs_batch_ops *ops, void *batch);
 bool hs_consumer_ready(const struct hs_consumer *c);
+/* The same for one signal's batches (hs_consumer_ready asks for traces). */
+bool hs_consumer_ready_for(const struct hs_consumer *c, enum hs_signal sig);
 
 #endif
