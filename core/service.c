@@ -578,6 +578,15 @@ uint64_t hs_service_shutdown_timeout(const struct hs_service *s)
     return s->shutdown_ms;
 }
 
+struct hs_component *hs_service_component(struct hs_service *s, enum hs_kind kind, const char *id)
+{
+    struct instance *in = kind == HS_KIND_RECEIVER ? find_instance(s->receivers, s->nreceivers, id)
+                          : kind == HS_KIND_EXPORTER
+                              ? find_instance(s->exporters, s->nexporters, id)
+                              : NULL;
+    return in ? in->c : NULL;
+}
+
 void hs_service_free(struct hs_service *s)
 {
     if (!s)
