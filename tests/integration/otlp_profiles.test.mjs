@@ -14,7 +14,9 @@
 //     references, an attribute index, an oversized table) is a 400 / INVALID_ARGUMENT whose
 //     message names the field and index, over HTTP protobuf, HTTP JSON and gRPC, while a good
 //     client sending all along gets 200 for every request and loses nothing;
-//  e) the receiver's metrics count the Profile messages it accepted, per transport.
+//  e) the receiver's metrics count the Profile messages it accepted, per transport;
+//  f) backpressure: a full profiles queue is 503 + Retry-After / UNAVAILABLE (not spans: the
+//     exporter's spans have their own queue), and what was answered 200 arrives exactly once.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import grpc from '@grpc/grpc-js';
@@ -376,5 +378,82 @@ service:
     for (const exporter of ['otlp_http', 'otlp_grpc']) {
       assert.equal(metric(m, 'hotspan_exporter_retries_total', { exporter, signal: 'profiles' }), 0, exporter);
     }
+  });
+});
+
+// Backpressure as for spans: with the backend down and a queue of two, the receiver answers
+// 503 + Retry-After (HTTP) and UNAVAILABLE (gRPC) once the profiles queue is full, and the spans'
+// queue of the same exporter is not full for it; once the backend is back, every request
+// answered 200 arrives exactly once and no refused one does.
+describe('OTLP profiles: backpressure with the backend down', () => {
+  let sink;
+  let hs;
+
+  before(async () => {
+    sink = await startSink();
+    await sink.down(); // the port is known; nothing listens there now
+    hs = await startHotspan(`receivers:
+  otlp:
+    protocols:
+      http: {endpoint: 127.0.0.1:0}
+      grpc: {endpoint: 127.0.0.1:0}
+exporters:
+  otlp_http:
+    endpoint: http://127.0.0.1:${sink.port}
+    sending_queue: {queue_size: 2, num_consumers: 1}
+    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 0}
+service:
+  telemetry:
+    admin: 127.0.0.1:0
+  pipelines:
+    traces: {receivers: [otlp], exporters: [otlp_http]}
+    profiles: {receivers: [otlp], exporters: [otlp_http]}
+`, { waitFor: ['otlp', 'otlp/grpc', 'admin'] });
+  });
+
+  after(async () => {
+    if (hs) await hs.stop().catch(() => {});
+    if (sink) await sink.stop();
+  });
+
+  it('503 + Retry-After and UNAVAILABLE when full; what was accepted arrives once, nothing refused does', async () => {
+    const body = (i) => encodeProfilesObject(buildProfilesRequest({ resources: [{
+      attributes: { 'service.name': 'bp', 'it.seq': i },
+      scopes: [{ profiles: [cpuProfile([{ stack: ['main', 'Work.do'], value: i + 1 }], Date.now())] }] }] }));
+    const accepted = [];
+    const refused = [];
+    let first503 = null;
+    for (let i = 0; i < 20 && !first503; i += 1) {
+      const b = body(i);
+      const r = await post(hs.ports.otlp, b);
+      if (r.status === 200) accepted.push(b);
+      else if (r.status === 503) { first503 = r; refused.push(b); } else assert.fail(`request ${i}: ${r.status}`);
+    }
+    assert.ok(first503, 'no 503 with the profiles queue full');
+    assert.ok(accepted.length >= 2, `${accepted.length} accepted before the queue was full`);
+    assert.match(String(first503.headers['retry-after']), /^\d+$/);
+    assert.ok(decodeRpcStatus(first503.body).message.includes('pipeline is full'));
+    const refusedGrpc = body(100);
+    const g = await grpcExport(hs.ports['otlp/grpc'], refusedGrpc);
+    assert.equal(g.code, grpc.status.UNAVAILABLE, `gRPC: ${g.details}`);
+    refused.push(refusedGrpc);
+    // the spans' queue of the same exporter is its own: spans are still taken
+    const spansReq = await request({ port: hs.ports.otlp, path: '/v1/traces',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: '0102030405060708090a0b0c0d0e0f10',
+        spanId: '0102030405060708', name: 'bp', startTimeUnixNano: '1', endTimeUnixNano: '2' }] }] }] }) });
+    assert.equal(spansReq.status, 200, 'a full profiles queue does not refuse spans');
+    const m = await fetchMetrics(hs.ports.admin);
+    assert.equal(metric(m, 'hotspan_receiver_refused_profiles_total', { receiver: 'otlp', transport: 'http' }), 1);
+    assert.equal(metric(m, 'hotspan_receiver_refused_profiles_total', { receiver: 'otlp', transport: 'grpc' }), 1);
+
+    await sink.up();
+    await sink.waitFor(() => sink.accepted(PATH).length >= accepted.length, 15000,
+      () => `${accepted.length} accepted requests at the sink, have ${sink.accepted(PATH).length}`);
+    await new Promise((r) => setTimeout(r, 300)); // nothing more comes
+    const got = sink.accepted(PATH);
+    assert.equal(got.length, accepted.length);
+    for (const b of accepted) assert.equal(got.filter((r) => r.body.equals(b)).length, 1);
+    for (const b of refused) assert.equal(got.filter((r) => r.body.equals(b)).length, 0);
   });
 });
