@@ -33,11 +33,6 @@ bool hs_consumer_ready(const struct hs_consumer *c)
     return consumer_ready(c, HS_SIGNAL_TRACES);
 }
 
-bool hs_consumer_ready_for(const struct hs_consumer *c, enum hs_signal sig)
-{
-    return consumer_ready(c, sig);
-}
-
 static int consume(struct hs_component *t, enum hs_signal sig, void *batch)
 {
     return sig == HS_SIGNAL_PROFILES ? t->type->consume_profiles(t, batch)

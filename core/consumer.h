@@ -36,7 +36,5 @@ struct hs_batch_ops {
  * else the first error a target returned, or 0. No consumer (NULL or empty): dropped, 0. */
 int hs_consumer_deliver(struct hs_consumer *c, const struct hs_batch_ops *ops, void *batch);
 bool hs_consumer_ready(const struct hs_consumer *c);
-/* The same for one signal's batches (hs_consumer_ready asks for traces). */
-bool hs_consumer_ready_for(const struct hs_consumer *c, enum hs_signal sig);
 
 #endif

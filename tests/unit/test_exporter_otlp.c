@@ -752,6 +752,27 @@ static void test_profiles_pprof_dropped(void **state)
     assert_int_equal(profiles_counter(fx, "exporter_sent_profiles_total"), 0);
 }
 
+/* Each signal has its own queue: a full profiles queue refuses profiles (and delivery asks
+ * ready_profiles, so nothing is handed over) while spans are still taken. */
+static void test_queue_per_signal(void **state)
+{
+    struct fixture *fx = *state;
+    start_exporter(fx, &hs_exporter_otlp,
+                   "endpoint: http://127.0.0.1:%u\n"
+                   "sending_queue: {queue_size: 1, num_consumers: 1}\n"
+                   "retry_on_failure: {enabled: false}\n",
+                   sink_free_port());
+    struct hs_buf wire = {0};
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, make_profiles(&wire, NULL)), 0);
+    assert_false(fx->exp->type->ready_profiles(fx->exp));
+    assert_true(fx->exp->type->ready(fx->exp));
+    struct hs_consumer to_exp = {.targets = &fx->exp, .count = 1};
+    assert_int_equal(hs_consumer_profiles(&to_exp, make_profiles(&wire, NULL)), HS_EAGAIN);
+    assert_int_equal(profiles_counter(fx, "exporter_enqueue_failed_profiles_total"), 0);
+    assert_int_equal(hs_consumer_traces(&to_exp, make_batch(fx, 1)), 0);
+    hs_buf_free(&wire);
+}
+
 /* otelcol's names take their protocol's keys and no others. */
 static void test_otelcol_names(void **state)
 {
@@ -825,6 +846,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_profiles_endpoint_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_profiles_partial_success, setup, teardown),
         cmocka_unit_test_setup_teardown(test_profiles_pprof_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_per_signal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_otelcol_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_otlp_http_sends, setup, teardown),
     };
