@@ -28,8 +28,9 @@ static const char usage[] =
     "  --functions N override the functions of both shapes\n"
     "  --seeds DIR   write small fuzz seeds for fuzz_pprof into DIR and exit\n"
     "  --otlp-seeds DIR  the same for fuzz_otlp_profiles (protobuf seeds)\n"
-    "  --write DIR   write the two payloads for bench/profiles into DIR and exit: <shape>.pprof.gz\n"
-    "                (what an SDK posts to /ingest) and <shape>.push (a PushRequest holding it)\n";
+    "  --write DIR   write the payloads for bench/profiles into DIR and exit: <shape>.pprof.gz\n"
+    "                (what an SDK posts to /ingest), <shape>.push (a PushRequest holding it) and\n"
+    "                <shape>.otlp (the same content as an OTLP profiles request)\n";
 
 static const struct hs_pprof_limits limits = {.max_decompressed = 16u << 20,
                                               .max_samples = 16000,
@@ -287,6 +288,12 @@ static void write_payloads(const char *dir)
     write_push(dir, "node.push", "bench-node", "wall", &a);
     write_file(dir, "go.pprof.gz", b.gz, b.gz_len);
     write_push(dir, "go.push", "bench-go", "process_cpu", &b);
+    struct hs_buf req = {0};
+    hs_otlp_profiles_from_pprof(a.raw, a.raw_len, "bench-node", &req);
+    write_file(dir, "node.otlp", req.data, req.len);
+    hs_otlp_profiles_from_pprof(b.raw, b.raw_len, "bench-go", &req);
+    write_file(dir, "go.otlp", req.data, req.len);
+    hs_buf_free(&req);
     hs_pprof_payload_free(&a);
     hs_pprof_payload_free(&b);
 }

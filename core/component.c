@@ -6,6 +6,8 @@ static bool consumer_ready(const struct hs_consumer *c, enum hs_signal sig);
 
 static bool component_ready(struct hs_component *c, enum hs_signal sig)
 {
+    if (sig == HS_SIGNAL_PROFILES && c->type->ready_profiles)
+        return c->type->ready_profiles(c);
     if (c->type->ready)
         return c->type->ready(c);
     /* a synchronous pass-through processor is as ready as what follows it */

@@ -38,6 +38,10 @@ struct hs_component_type {
     /* Processors are one instance per pipeline (as in otelcol) unless `shared`: then one
      * instance per id, which may appear in at most one pipeline per signal. */
     bool shared;
+    /* Profiles: the kinds of batch (HS_PROFILES_KIND_*) a receiver makes or an exporter takes;
+     * 0 is every kind. A profiles pipeline whose receivers make a kind one of its exporters
+     * does not take is a config error (processors pass batches on as they are). */
+    unsigned profile_kinds;
 
     /* Decode and check cfg (all problems into err, positioned), allocate; no I/O. On success
      * *out is set and its base fields are filled by the core after return. */
@@ -53,6 +57,9 @@ struct hs_component_type {
     /* Would consume_traces accept a batch now? NULL means always (or: ask downstream, for
      * processors that pass data on synchronously: the core does that). */
     bool (*ready)(struct hs_component *c);
+    /* The same for consume_profiles, for a component whose signals fill apart (a queue each);
+     * NULL: ready answers for both. */
+    bool (*ready_profiles)(struct hs_component *c);
     /* Stop accepting, drain, close every handle, then call done exactly once. Safe before start
      * and twice. The core frees the component only after done, with destroy. */
     void (*shutdown)(struct hs_component *c, hs_done_cb done);
@@ -67,6 +74,8 @@ struct hs_component {
     char *pipeline;                 /* for per-pipeline processors, else NULL */
     struct hs_consumer *next;       /* receivers and processors: where traces go */
     struct hs_consumer *next_profiles; /* where profiles go (components handling both) */
+    unsigned signals;                  /* HS_SIGNAL_* of the pipelines it is in, set before start;
+                                        * 0 outside a service (tests): every signal of its type */
     struct hs_metrics *metrics;     /* set before start */
     uv_loop_t *loop;                /* set before start */
     struct hs_service *service;     /* the core's; components leave it alone */

@@ -11,6 +11,10 @@ struct hs_component;
 
 enum hs_signal { HS_SIGNAL_TRACES = 1 << 0, HS_SIGNAL_PROFILES = 1 << 1 };
 
+/* The kinds of profiles batch (pdata/profiles.h's formats), as flags: what a receiver makes and
+ * an exporter takes (struct hs_component_type.profile_kinds). */
+enum hs_profiles_kind { HS_PROFILES_KIND_PPROF = 1 << 0, HS_PROFILES_KIND_OTLP = 1 << 1 };
+
 /* A consumer is where a component's output goes: one or more components of the same signal
  * (a receiver in two pipelines, a pipeline's exporters). */
 struct hs_consumer {

@@ -11,6 +11,8 @@ extern const struct hs_component_type hs_processor_correlator;
 extern const struct hs_component_type hs_processor_memory_limiter;
 extern const struct hs_component_type hs_exporter_otlp;
 extern const struct hs_component_type hs_exporter_otlphttp;
+extern const struct hs_component_type hs_exporter_otlp_http;
+extern const struct hs_component_type hs_exporter_otlp_grpc;
 extern const struct hs_component_type hs_exporter_file;
 extern const struct hs_component_type hs_exporter_debug;
 extern const struct hs_component_type hs_exporter_pyroscope;
@@ -21,7 +23,8 @@ extern const struct hs_component_type hs_exporter_nats;
 static const struct hs_component_type *const component_types[] = {
     &hs_receiver_otlp, &hs_receiver_pyroscope, &hs_processor_memory_limiter, &hs_processor_correlator, &hs_processor_batch,
     &hs_exporter_otlp,
-    &hs_exporter_otlphttp, &hs_exporter_file, &hs_exporter_debug,
+    &hs_exporter_otlphttp, &hs_exporter_otlp_http, &hs_exporter_otlp_grpc,
+    &hs_exporter_file, &hs_exporter_debug,
     &hs_exporter_pyroscope,
     &hs_exporter_load_balancing, &hs_exporter_loadbalancing,
     &hs_receiver_nats, &hs_exporter_nats,

@@ -319,6 +319,38 @@ static void pipeline_processors(struct hs_service *s, struct pipeline *p,
     }
 }
 
+static const char *profile_kind_name(unsigned kinds)
+{
+    return kinds & HS_PROFILES_KIND_PPROF ? "pprof" : "OTLP profiles";
+}
+
+/* Processors pass a batch on as it came, so what the receivers make reaches every exporter:
+ * one that cannot take a kind they make is refused here, not found dropping data later. */
+static void check_profile_kinds(struct hs_service *s, struct pipeline *p,
+                                const struct hs_config_node *pl, struct hs_error *err)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "service.pipelines.%s.exporters", p->name);
+    for (size_t i = 0; i < p->conf.receivers.count; i++) {
+        struct instance *rin =
+            find_instance(s->receivers, s->nreceivers, p->conf.receivers.items[i]);
+        unsigned made = rin && rin->c ? rin->c->type->profile_kinds : 0;
+        for (size_t j = 0; made && j < p->conf.exporters.count; j++) {
+            struct instance *ein =
+                find_instance(s->exporters, s->nexporters, p->conf.exporters.items[j]);
+            unsigned taken = ein && ein->c ? ein->c->type->profile_kinds : 0;
+            if (!taken || !(made & ~taken))
+                continue;
+            hs_config_errorf(err, list_item(pl, "exporters", j), path,
+                             "exporter \"%s\" takes %s only, but receiver \"%s\" makes %s: "
+                             "give that receiver a profiles pipeline of its own, with exporters "
+                             "that take %s",
+                             ein->id, profile_kind_name(taken), rin->id,
+                             profile_kind_name(made & ~taken), profile_kind_name(made & ~taken));
+        }
+    }
+}
+
 /* `create_procs` is false when the declared processors already failed their check, so their
  * errors are not reported once per pipeline again. */
 static void build_pipeline(struct hs_service *s, struct pipeline *p,
@@ -342,11 +374,14 @@ static void build_pipeline(struct hs_service *s, struct pipeline *p,
                              p->name);
         } else if (in->c) {
             in->used = true;
+            in->c->signals |= p->signal;
             p->exporters[p->nexporters++] = in->c;
         }
     }
     if (pc->exporters.count == 0)
         hs_config_errorf(err, pl, path, "a pipeline needs at least one exporter");
+    if (p->signal == HS_SIGNAL_PROFILES)
+        check_profile_kinds(s, p, pl, err);
 
     snprintf(path, sizeof(path), "service.pipelines.%s.receivers", p->name);
     if (pc->receivers.count == 0)
@@ -360,6 +395,8 @@ static void build_pipeline(struct hs_service *s, struct pipeline *p,
         else if (in->c && !(in->c->type->signals & p->signal))
             hs_config_errorf(err, at, path, "receiver \"%s\" does not handle %s", in->id,
                              p->name);
+        else if (in->c)
+            in->c->signals |= p->signal;
     }
 }
 
@@ -539,6 +576,15 @@ void hs_service_reference(const struct hs_telemetry_ops *tel, struct hs_buf *out
 uint64_t hs_service_shutdown_timeout(const struct hs_service *s)
 {
     return s->shutdown_ms;
+}
+
+struct hs_component *hs_service_component(struct hs_service *s, enum hs_kind kind, const char *id)
+{
+    struct instance *in = kind == HS_KIND_RECEIVER ? find_instance(s->receivers, s->nreceivers, id)
+                          : kind == HS_KIND_EXPORTER
+                              ? find_instance(s->exporters, s->nexporters, id)
+                              : NULL;
+    return in ? in->c : NULL;
 }
 
 void hs_service_free(struct hs_service *s)

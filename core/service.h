@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "component.h"
 #include "config.h"
 #include "errors.h"
 
@@ -63,6 +64,9 @@ uint64_t hs_service_shutdown_timeout(const struct hs_service *s);
 /* Appends the Markdown reference of the `service:` keys, telemetry's included. */
 struct hs_buf;
 void hs_service_reference(const struct hs_telemetry_ops *tel, struct hs_buf *out);
+
+/* The receiver or exporter `id` (borrowed), or NULL: what the graph made of it (tests). */
+struct hs_component *hs_service_component(struct hs_service *s, enum hs_kind kind, const char *id);
 
 /* Frees a service that was never started, or whose shutdown has completed. */
 void hs_service_free(struct hs_service *s);

@@ -1,8 +1,8 @@
 /* debug.c: the debug exporter (otelcol's debug): a human summary of each batch on stdout.
  * basic: one line per batch; normal: also one line per span (read by the wire scanner without
  * decoding) or per profile; detailed: also the batch as one line of OTLP/JSON, or a profile's
- * labels and its top functions; slow: nothing but one readable line per slow span the
- * correlator enriched (what `hotspan demo` shows). */
+ * labels and its top functions (and an OTLP profiles request as OTLP/JSON); slow: nothing but
+ * one readable line per slow span the correlator enriched (what `hotspan demo` shows). */
 #include "exporters/debug.h"
 
 #include <inttypes.h>
@@ -16,6 +16,7 @@
 #include "core/config.h"
 #include "core/metrics.h"
 #include "core/semconv.h"
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 #include "opentelemetry/proto/trace/v1/trace.pb-c.h"
 #include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
@@ -508,8 +509,11 @@ static int debug_consume(struct hs_component *c, struct hs_traces *t)
 
 /* ---- profiles --------------------------------------------------------------------------- */
 
-/* <service> types=<id>,<id> samples=<n> from=<ns> dur=<ms>ms bytes=<n> */
-static int profile_line(struct hs_buf *b, const struct hs_profile *p)
+/* <service> types=<id>,<id> samples=<n> from=<ns> dur=<ms>ms bytes=<n>; an OTLP profile that
+ * no exporter has converted yet has no pprof bytes, and says which Profile of the request it is
+ * instead. */
+static int profile_line(struct hs_buf *b, const struct hs_profiles *batch,
+                        const struct hs_profile *p)
 {
     const struct hs_profile_summary *s = &p->summary;
     const char *service = p->service ? p->service : hs_profile_label(p, "service_name");
@@ -525,9 +529,13 @@ static int profile_line(struct hs_buf *b, const struct hs_profile *p)
     int64_t dur = p->until_ns - p->from_ns;
     bool neg = dur < 0;
     uint64_t ns = neg ? (uint64_t)0 - (uint64_t)dur : (uint64_t)dur;
-    rc |= hs_buf_printf(
-        b, " samples=%" PRIu32 " from=%" PRId64 " dur=%s%" PRIu64 ".%03" PRIu64 "ms bytes=%zu\n",
-        s->samples, p->from_ns, neg ? "-" : "", ns / 1000000, ns / 1000 % 1000, p->raw_len);
+    rc |=
+        hs_buf_printf(b, " samples=%" PRIu32 " from=%" PRId64 " dur=%s%" PRIu64 ".%03" PRIu64 "ms",
+                      s->samples, p->from_ns, neg ? "-" : "", ns / 1000000, ns / 1000 % 1000);
+    if (batch->format == HS_PROFILES_OTLP && !p->raw)
+        rc |= hs_buf_printf(b, " otlp_profile=%" PRIu32 "\n", p->otlp_index);
+    else
+        rc |= hs_buf_printf(b, " bytes=%zu\n", p->raw_len);
     return rc ? HS_ENOMEM : 0;
 }
 
@@ -589,13 +597,23 @@ static int debug_format_profiles(struct debug_exp *d, const struct hs_profiles *
     hs_buf_reset(b);
     if (d->level == VERBOSITY_SLOW) /* profiles show through the spans they enrich */
         return 0;
+    bool otlp = batch->format == HS_PROFILES_OTLP;
     int rc = hs_buf_printf(b, "profiles: %" PRIu32 " (tenant ", batch->count);
     rc = rc ? rc : put_cstr(b, batch->tenant);
+    if (rc == 0 && otlp)
+        rc = hs_buf_printf(b, "; OTLP request of %" PRIu32 " profiles, %zu bytes",
+                           batch->request_profiles, batch->request_len);
     rc = rc ? rc : hs_buf_printf(b, ")\n");
     for (uint32_t i = 0; i < batch->count && rc == 0 && d->level != VERBOSITY_BASIC; i++) {
-        rc = profile_line(b, batch->items[i]);
+        rc = profile_line(b, batch, batch->items[i]);
         if (rc == 0 && d->level >= VERBOSITY_DETAILED)
             rc = profile_details(b, batch->items[i]);
+    }
+    if (rc == 0 && otlp && d->level >= VERBOSITY_DETAILED) {
+        rc = hs_otlp_wire_to_json_desc(
+            &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
+            batch->request, batch->request_len, b);
+        rc = rc ? rc : hs_buf_putc(b, '\n');
     }
     return rc;
 }
@@ -607,7 +625,7 @@ static int debug_consume_profiles(struct hs_component *c, struct hs_profiles *ba
         hs_profiles_unref(batch);
         return HS_EAGAIN;
     }
-    uint32_t n = batch->count;
+    uint32_t n = batch->format == HS_PROFILES_OTLP ? batch->request_profiles : batch->count;
     int rc = debug_format_profiles(d, batch);
     hs_profiles_unref(batch);
     debug_emit(d, rc, n, d->sent_profiles, d->failed_profiles);

@@ -1,5 +1,6 @@
 /* file.c: the file exporter (otelcol's fileexporter): each traces batch is appended to `path` as
- * one line of OTLP/JSON, each profile as one line of its own JSON shape (below), and the file is
+ * one line of OTLP/JSON, each profile as one line of its own JSON shape (below), an OTLP
+ * profiles request as one line of OTLP/JSON (as otelcol writes profiles), and the file is
  * rotated by size into path.1 ... path.N. Writes are
  * synchronous write(2) on the loop thread, as Fluent Bit's out_file does: a local append is short,
  * and doing it inline keeps lines in order and every drop counted where it happens. */
@@ -18,6 +19,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 #include "pdata/otlp_json.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
@@ -331,6 +333,25 @@ static int profile_line(const char *tenant, const struct hs_profile *p, struct h
     return rc;
 }
 
+/* An OTLP request: {"resourceProfiles":[...],"dictionary":{...}}, the ProfilesData a Collector's
+ * otlpjsonfile receiver reads back, whether or not an exporter converted its profiles. */
+static void file_write_otlp(struct file_exp *f, const struct hs_profiles *batch)
+{
+    uint32_t n = batch->request_profiles;
+    hs_buf_reset(&f->line);
+    int rc = hs_otlp_wire_to_json_desc(
+        &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
+        batch->request, batch->request_len, &f->line);
+    if (rc == 0)
+        rc = hs_buf_putc(&f->line, '\n');
+    if (rc)
+        file_drop(f, f->failed_profiles, rc == HS_ENOMEM ? "out_of_memory" : "encode_failed", n);
+    else if (file_write_line(f) != 0)
+        file_drop(f, f->failed_profiles, "write_failed", n);
+    else
+        hs_counter_add(f->sent_profiles, n);
+}
+
 static int file_consume_profiles(struct hs_component *c, struct hs_profiles *batch)
 {
     struct file_exp *f = hs_container_of(c, struct file_exp, base);
@@ -338,7 +359,9 @@ static int file_consume_profiles(struct hs_component *c, struct hs_profiles *bat
         hs_profiles_unref(batch);
         return HS_EAGAIN;
     }
-    for (uint32_t i = 0; i < batch->count; i++) {
+    if (batch->format == HS_PROFILES_OTLP)
+        file_write_otlp(f, batch);
+    for (uint32_t i = 0; batch->format != HS_PROFILES_OTLP && i < batch->count; i++) {
         hs_buf_reset(&f->line);
         int rc = profile_line(batch->tenant, batch->items[i], &f->line);
         if (rc)
@@ -409,8 +432,8 @@ const struct hs_component_type hs_exporter_file = {
     .name = "file",
     .kind = HS_KIND_EXPORTER,
     .signals = HS_SIGNAL_TRACES | HS_SIGNAL_PROFILES,
-    .doc = "Appends each traces batch (as OTLP/JSON) and each profile as a JSON line to a file, "
-           "rotated by size.",
+    .doc = "Appends each traces batch and OTLP profiles request (as OTLP/JSON) and each pprof "
+           "profile as a JSON line to a file, rotated by size.",
     .fields = file_fields,
     .create = file_create,
     .start = file_start,

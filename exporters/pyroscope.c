@@ -1,7 +1,8 @@
 /* pyroscope.c: the `pyroscope` exporter: profiles sent on to Pyroscope byte for byte, as a
  * Connect Push request per batch (wire.md §6, what Grafana Alloy's pyroscope.write does) or one
- * legacy /ingest upload per profile (wire.md §5). Queue, retries, persistence and lifecycle are
- * the exporter helper's (exporters/helper/exporter.h). */
+ * legacy /ingest upload per profile (wire.md §5). OTLP profiles are converted once to the pprof
+ * and series labels Pyroscope's own OTLP ingestion makes of them (pdata/otlp_profiles.h). Queue,
+ * retries, persistence and lifecycle are the exporter helper's (exporters/helper/exporter.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,10 @@
 #include "core/component.h"
 #include "core/compress.h"
 #include "core/config.h"
+#include "core/log.h"
+#include "core/metrics.h"
 #include "exporters/pyroscope.h"
+#include "pdata/otlp_profiles.h"
 #include "pdata/profiles.h"
 #include "push/v1/push.pb-c.h"
 
@@ -74,6 +78,7 @@ struct pyro_exp {
     struct hs_pyroscope_config conf;
     bool ingest, gzip;
     uint64_t boundary_seq;
+    struct hs_ratelimit log_rl;
 };
 
 extern const struct hs_component_type hs_exporter_pyroscope;
@@ -126,6 +131,7 @@ static int pyro_finish(struct pyro_exp *e, const struct hs_config_node *cfg, con
         goto fail;
     e->x.url = (char *)u.data;
     e->x.note = e->ingest ? " (ingest)" : " (push)";
+    e->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     build_headers(e);
     *out = &e->x.base;
     return 0;
@@ -161,6 +167,32 @@ int hs_pyroscope_backend_new(const struct hs_pyroscope_config *tmpl, const char 
     return rc;
 }
 
+/* ---- what a batch sends ----------------------------------------------------------------- */
+
+/* A profile of an OTLP batch without samples has nothing for Pyroscope, which skips an OTLP
+ * profile that yields no series; a pprof upload goes as it came, empty or not. */
+static bool sendable(const struct hs_profiles *b, const struct hs_profile *p)
+{
+    return b->format != HS_PROFILES_OTLP || p->summary.samples > 0;
+}
+
+static uint32_t count_sendable(const struct hs_profiles *b)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < b->count; i++)
+        n += sendable(b, b->items[i]);
+    return n;
+}
+
+/* The part-th profile to send. */
+static const struct hs_profile *nth_sendable(const struct hs_profiles *b, uint32_t part)
+{
+    for (uint32_t i = 0; i < b->count; i++)
+        if (sendable(b, b->items[i]) && part-- == 0)
+            return b->items[i];
+    return NULL;
+}
+
 /* ---- push: one PushRequest per batch ---------------------------------------------------- */
 
 static int encode_push(const struct hs_profiles *b, struct hs_buf *out)
@@ -169,7 +201,7 @@ static int encode_push(const struct hs_profiles *b, struct hs_buf *out)
     for (uint32_t i = 0; i < b->count; i++)
         nlabels += b->items[i]->nlabels;
     /* one block for the messages, freed once packed: the bytes are copied by pack */
-    size_t n = b->count;
+    size_t n = count_sendable(b);
     Push__V1__RawProfileSeries *series = calloc(n, sizeof(*series));
     Push__V1__RawProfileSeries **series_p = calloc(n, sizeof(*series_p));
     Push__V1__RawSample *samples = calloc(n, sizeof(*samples));
@@ -181,7 +213,7 @@ static int encode_push(const struct hs_profiles *b, struct hs_buf *out)
         goto out;
     size_t l = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const struct hs_profile *p = b->items[i];
+        const struct hs_profile *p = nth_sendable(b, i);
         push__v1__raw_profile_series__init(&series[i]);
         series[i].n_labels = p->nlabels;
         series[i].labels = &pairs_p[l];
@@ -336,15 +368,17 @@ static int pyro_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
 {
     struct pyro_exp *e = hs_container_of(ud, struct pyro_exp, x);
     const struct hs_profiles *b = item;
-    req->count = e->ingest ? 1 : b->count;
+    req->count = e->ingest ? 1 : count_sendable(b);
     req->url = e->x.url;
     req->headers = (const char *const *)e->x.headers;
     req->header_count = e->x.header_count;
     int rc = hs_exporter_tenant_header(&e->x, req, b->tenant);
     if (rc != 0)
         return rc;
-    if (e->ingest)
-        return encode_ingest(e, b->items[part], req);
+    if (e->ingest) {
+        const struct hs_profile *p = nth_sendable(b, part);
+        return p ? encode_ingest(e, p, req) : HS_EINVAL;
+    }
     struct hs_buf msg = {0};
     if ((rc = encode_push(b, e->gzip ? &msg : &req->body_buf)) == 0 && e->gzip)
         rc = hs_gzip(msg.data, msg.len, GZIP_LEVEL, &req->body_buf);
@@ -358,7 +392,7 @@ static int pyro_encode(void *ud, void *item, uint32_t part, struct hs_sender_req
 static uint32_t pyro_parts(const struct hs_exporter *x, const void *item)
 {
     const struct pyro_exp *e = hs_container_of(x, const struct pyro_exp, x);
-    return e->ingest ? ((const struct hs_profiles *)item)->count : 1;
+    return e->ingest ? count_sendable(item) : 1;
 }
 
 static const struct hs_exporter_ops pyro_ops = {
@@ -370,6 +404,45 @@ static const struct hs_exporter_ops pyro_ops = {
 
 /* ---- the component ---------------------------------------------------------------------- */
 
-const struct hs_component_type hs_exporter_pyroscope = HS_EXPORTER_TYPE(
-    "pyroscope", HS_SIGNAL_PROFILES, pyro_fields, pyro_create,
-    "Sends profiles to Pyroscope (push API or /ingest) byte for byte, queued and retried.");
+/* OTLP profiles become pprof here, once, before they are queued: what is queued (and stored)
+ * is then what is sent, and a batch shared with an otlp exporter keeps its request for it. */
+static int pyro_consume_profiles(struct hs_component *c, struct hs_profiles *b)
+{
+    struct pyro_exp *e = hs_container_of(c, struct pyro_exp, x.base);
+    char err[200] = "";
+    int rc = b->format == HS_PROFILES_OTLP && !e->x.closing
+                 ? hs_profiles_to_pprof(b, err, sizeof(err))
+                 : 0;
+    if (rc != 0) { /* a memory bound or out of memory: not the client's to retry */
+        uint32_t suppressed;
+        hs_metrics_drop(c->metrics, c->id, "convert_failed", b->count);
+        if (hs_ratelimit_allow(&e->log_rl, hs_now_ms(), &suppressed))
+            hs_log_error(c->id,
+                         "dropped %u OTLP profiles: conversion to pprof failed: %s (%u similar "
+                         "messages suppressed)",
+                         b->count, err[0] ? err : hs_strerror(rc), suppressed);
+        hs_profiles_unref(b);
+        return 0;
+    }
+    uint32_t n = count_sendable(b);
+    if (!e->x.closing && n == 0) { /* nothing to send (Pyroscope answers 400 to it) */
+        hs_profiles_unref(b);
+        return 0;
+    }
+    return hs_exporter_submit(&e->x, b, b->bytes, n, e->ingest ? n : 1);
+}
+
+const struct hs_component_type hs_exporter_pyroscope = {
+    .name = "pyroscope",
+    .kind = HS_KIND_EXPORTER,
+    .signals = HS_SIGNAL_PROFILES,
+    .doc = "Sends profiles to Pyroscope (push API or /ingest) byte for byte, OTLP profiles "
+           "converted once to pprof, queued and retried.",
+    .fields = pyro_fields,
+    .create = pyro_create,
+    .start = hs_exporter_start,
+    .consume_profiles = pyro_consume_profiles,
+    .ready = hs_exporter_ready,
+    .shutdown = hs_exporter_shutdown,
+    .destroy = hs_exporter_destroy,
+};

@@ -363,7 +363,9 @@ struct hs_http_client *hs_http_client_new_flags(uv_loop_t *loop, unsigned flags)
  * after the first fail sooner. Asking for plain HTTP/2 (CURL_HTTP_VERSION_2_0) once a
  * connection exists would dodge the switch, but whenever that connection is gone curl opens
  * an HTTP/1.1 one with Upgrade: h2c, which gRPC servers refuse: not safe. So below 8.0.0
- * each h2c transfer gets its own connection. Over TLS, HTTP/2 comes from ALPN (2TLS, not prior
+ * each h2c transfer gets its own connection: fresh (else one started while another is in flight
+ * is multiplexed onto that one's connection and fails: a grpc-js server, which answers after
+ * the next request was started, shows it) and closed after it. Over TLS, HTTP/2 comes from ALPN (2TLS, not prior
  * knowledge), the switch is never asked for, and connections are shared (test_tls.c counts). */
 static bool h2_reuse_broken(void)
 {
@@ -530,8 +532,11 @@ static int xfer_setup(struct xfer *x, const char *url, const char *const *header
      * loop passes (bench/passthrough). 512 KiB per transfer in flight is a bounded cost. */
     if (!(x->c->flags & HS_HTTP_CLIENT_H2_PRIOR_KNOWLEDGE))
         curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
-    else if (x->c->forbid_reuse && !https) /* over TLS h2 is ALPN's: reuse is safe */
+    else if (x->c->forbid_reuse && !https) { /* over TLS h2 is ALPN's: reuse is safe */
         curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+        /* and never joins another transfer's connection while that one is in flight */
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);

@@ -94,7 +94,7 @@ static void partial_members(struct hs_json_reader *r, int64_t *rejected, char *m
 {
     struct hs_json_token k, v;
     while (hs_json_next(r, &k) == 0 && k.type == HS_JSON_KEY && hs_json_next(r, &v) == 0) {
-        if (hs_json_string_is(&k, "rejectedSpans"))
+        if (hs_json_string_is(&k, "rejectedSpans") || hs_json_string_is(&k, "rejectedProfiles"))
             *rejected = rejected_spans(&v);
         else if (hs_json_string_is(&k, "errorMessage") && v.type == HS_JSON_STRING &&
                  v.len < msglen)

@@ -26,14 +26,17 @@ int hs_otlp_json_to_wire_desc(const ProtobufCMessageDescriptor *desc, const char
                               struct hs_buf *out, char *err, size_t errlen);
 
 /* A backend's JSON ExportTraceServiceResponse: partialSuccess.rejectedSpans (0 when absent or
- * unreadable), its errorMessage into msg (cut to fit). Read in place, so
- * any answer costs nothing beyond itself. */
+ * unreadable), its errorMessage into msg (cut to fit); an ExportProfilesServiceResponse's
+ * rejectedProfiles likewise. Read in place, so any answer costs nothing beyond itself. */
 int64_t hs_otlp_json_partial_success(const char *json, size_t len, char *msg, size_t msglen);
 
 /* Converts validated ExportTraceServiceRequest wire bytes to one line of OTLP/JSON (strict:
  * lowerCamelCase, hex ids, int64 as strings), appended to out without a newline.
  * Returns 0, HS_EINVAL or HS_ENOMEM. */
 int hs_otlp_wire_to_json(const uint8_t *p, size_t len, struct hs_buf *out);
+/* The same for another OTLP request protobuf-c describes (the profiles signal's). */
+int hs_otlp_wire_to_json_desc(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
+                              struct hs_buf *out);
 
 /* Appends s as a JSON string literal, quotes included; bytes that are not valid UTF-8 become
  * U+FFFD, so no input makes invalid JSON. Returns 0 or HS_ENOMEM. */

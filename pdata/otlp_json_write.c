@@ -331,11 +331,17 @@ static void emit_message(struct jw *w, const ProtobufCMessage *m, unsigned depth
 
 int hs_otlp_wire_to_json(const uint8_t *p, size_t len, struct hs_buf *out)
 {
+    return hs_otlp_wire_to_json_desc(&HS_JSON_REQUEST_DESC, p, len, out);
+}
+
+int hs_otlp_wire_to_json_desc(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
+                              struct hs_buf *out)
+{
     struct hs_arena *arena = hs_arena_new(len * 2 + 4096, 0);
     if (!arena)
         return HS_ENOMEM;
     ProtobufCAllocator alloc = {.alloc = sized_alloc, .free = sized_free, .allocator_data = arena};
-    ProtobufCMessage *req = protobuf_c_message_unpack(&HS_JSON_REQUEST_DESC, &alloc, len, p);
+    ProtobufCMessage *req = protobuf_c_message_unpack(desc, &alloc, len, p);
     size_t start = out->len;
     struct jw w = {.b = out};
     hs_buf_reserve(out, len * 5 / 2 + 64); /* JSON runs ~2.5x the wire; a hint, may fail */

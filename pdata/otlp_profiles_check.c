@@ -196,7 +196,7 @@ static int check_strings(struct chk *c)
         snprintf(f, sizeof(f), "string_table[%zu]", i);
         if (!utf8)
             return fail(c, HS_EINVAL, f, "not valid UTF-8");
-        return fail(c, HS_E2BIG, f, "%zu bytes, more than max_string_len (%u)", n, max);
+        return fail(c, HS_E2BIG, f, "%zu bytes, more than max_string_length (%u)", n, max);
     }
     return 0;
 }

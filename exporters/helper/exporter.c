@@ -132,6 +132,14 @@ static struct hs_sender *exporter_sender(struct hs_exporter *x)
             abort(); /* a few bytes: treat like hs_xmalloc */
         x->sender_name = (char *)name.data;
         x->sender_labels = (char *)labels.data;
+    } else if (x->name_signal) {
+        struct hs_buf name = {0}, labels = {0};
+        if (hs_buf_printf(&name, "%s/%s", x->base.id, items_name(x)) != 0 ||
+            hs_buf_printf(&labels, "signal=\"%s\"",
+                          ops->signal == HS_SIGNAL_TRACES ? "traces" : "profiles") != 0)
+            abort(); /* a few bytes: treat like hs_xmalloc */
+        x->sender_name = (char *)name.data;
+        x->sender_labels = (char *)labels.data;
     }
     x->sender = hs_sender_new(&(struct hs_sender_options){
         .id = x->base.id,

@@ -72,6 +72,10 @@ struct hs_exporter {
      * (NULL otherwise): its metrics carry backend= and signal= labels beside exporter=, its logs
      * and /healthz say "<id>/<backend>/<spans|profiles>", which also names its store file. */
     const char *backend;
+    /* An exporter carrying two signals (otlp), each on its own instance, marks one so (before
+     * first use): its logs and /healthz say "<id>/<spans|profiles>", which also names its store
+     * file, and its metrics carry signal= beside exporter=. */
+    bool name_signal;
     /* ---- the helper's ---- */
     const struct hs_exporter_ops *ops;
     void *conf;                              /* the exporter's config (ops->fields) */

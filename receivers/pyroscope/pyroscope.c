@@ -548,6 +548,7 @@ const struct hs_component_type hs_receiver_pyroscope = {
     .name = "pyroscope",
     .kind = HS_KIND_RECEIVER,
     .signals = HS_SIGNAL_PROFILES,
+    .profile_kinds = HS_PROFILES_KIND_PPROF,
     .doc = "Pyroscope profiles: POST /ingest (pprof, multipart, folded) and the push API "
            "(Connect, protobuf or JSON, gzip).",
     .fields = pyro_fields,

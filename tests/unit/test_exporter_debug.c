@@ -20,7 +20,9 @@
 #include "core/config.h"
 #include "core/metrics.h"
 #include "exporters/debug.h"
+#include "otlp_profiles_build.h"
 #include "pdata/otlp_json.h"
+#include "pdata/otlp_profiles.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
 
@@ -341,6 +343,58 @@ static void test_profiles_detailed(void **state)
                                     "  labels:\n");
 }
 
+/* An OTLP request of two profiles of checkout (one with a linked sample), decoded into a batch;
+ * its protobuf bytes into `wire`. */
+static struct hs_profiles *otlp_batch(const char *tenant, struct hs_buf *wire)
+{
+    struct ob *b = ob_new();
+    ORes *r = ob_resource(b, ob_kv(b, "service.name", ob_any_str(b, "checkout")), NULL);
+    OScope *sc = ob_scope(b, r, "ebpf");
+    OProf *cpu = ob_profile(b, sc, "samples", "count", "cpu", "nanoseconds", 10000000,
+                            1700000000000000000ull, 10000000000ull);
+    ob_sample(b, cpu, ob_stack(b, "main;handle;query"), 3, ob_link(b, 7), -1);
+    OProf *alloc = ob_profile(b, sc, "alloc_space", "bytes", "space", "bytes", 524288,
+                              1700000000000000000ull, 10000000000ull);
+    ob_sample(b, alloc, ob_stack(b, "main;handle"), 4096, 0, -1);
+    ob_pack(b, wire);
+    ob_free(b);
+    struct hs_profiles *batch = hs_profiles_new(tenant);
+    char err[256];
+    assert_int_equal(hs_otlp_profiles_decode(batch, wire->data, wire->len, NULL, err, sizeof(err)),
+                     0);
+    return batch;
+}
+
+/* An OTLP batch says so, with its request's size; its profiles name their Profile in the request
+ * (they have no pprof until an exporter converts them); detailed adds the request as OTLP/JSON.
+ * Profile messages are counted. */
+static void test_profiles_otlp(void **state)
+{
+    struct fixture *fx = *state;
+    start(fx, "verbosity: detailed");
+    struct hs_buf wire = {0};
+    assert_int_equal(hs_exporter_debug.consume_profiles(fx->c, otlp_batch("t1", &wire)), 0);
+    const char *out = output(fx);
+    char head[160];
+    snprintf(head, sizeof(head), "profiles: 2 (tenant t1; OTLP request of 2 profiles, %zu bytes)\n",
+             wire.len);
+    assert_true(strncmp(out, head, strlen(head)) == 0);
+    assert_non_null(strstr(out, "\ncheckout types=process_cpu:cpu:nanoseconds:cpu:nanoseconds "
+                                "samples=1 from=1700000000000000000 dur=10000.000ms "
+                                "otlp_profile=0\n"));
+    assert_non_null(strstr(out, "otlp_profile=1\n"));
+    const char *json = strstr(out, "\n{\"resourceProfiles\":[");
+    assert_non_null(json);
+    struct hs_profiles *back = hs_profiles_new(NULL);
+    char err[256];
+    assert_int_equal(
+        hs_otlp_profiles_decode_json(back, json + 1, strlen(json + 1), NULL, err, sizeof(err)), 0);
+    assert_int_equal(back->request_len, wire.len); /* the whole request, read back */
+    hs_profiles_unref(back);
+    hs_buf_free(&wire);
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_profiles_total{exporter=\"debug\"} "), 2);
+}
+
 /* ---- slow ------------------------------------------------------------------------------- */
 
 /* The correlator's attributes on three spans of user-db: an N+1 span matched exactly, a slow
@@ -506,6 +560,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_basic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles_otlp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_normal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_normal_annotations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_detailed, setup, teardown),

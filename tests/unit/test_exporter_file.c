@@ -23,7 +23,9 @@
 #include "core/component.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "otlp_profiles_build.h"
 #include "pdata/otlp_json.h"
+#include "pdata/otlp_profiles.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
 
@@ -590,10 +592,63 @@ static void test_profile_null_tenant_and_refused(void **state)
     assert_int_equal(hs_exporter_file.consume_profiles(fx->c, b), HS_EAGAIN);
 }
 
+/* An OTLP request of two profiles of checkout (one with a linked sample), decoded into a batch;
+ * its protobuf bytes into `wire`. */
+static struct hs_profiles *otlp_batch(const char *tenant, struct hs_buf *wire)
+{
+    struct ob *b = ob_new();
+    ORes *r = ob_resource(b, ob_kv(b, "service.name", ob_any_str(b, "checkout")), NULL);
+    OScope *sc = ob_scope(b, r, "ebpf");
+    OProf *cpu = ob_profile(b, sc, "samples", "count", "cpu", "nanoseconds", 10000000,
+                            1700000000000000000ull, 10000000000ull);
+    ob_sample(b, cpu, ob_stack(b, "main;handle;query"), 3, ob_link(b, 7), -1);
+    OProf *alloc = ob_profile(b, sc, "alloc_space", "bytes", "space", "bytes", 524288,
+                              1700000000000000000ull, 10000000000ull);
+    ob_sample(b, alloc, ob_stack(b, "main;handle"), 4096, 0, -1);
+    ob_pack(b, wire);
+    ob_free(b);
+    struct hs_profiles *batch = hs_profiles_new(tenant);
+    char err[256];
+    assert_int_equal(hs_otlp_profiles_decode(batch, wire->data, wire->len, NULL, err, sizeof(err)),
+                     0);
+    return batch;
+}
+
+/* An OTLP request is one line of OTLP/JSON that reads back to the very request, whether or not
+ * another exporter converted its profiles to pprof first; its Profile messages are counted. */
+static void test_otlp_profiles_line(void **state)
+{
+    struct fixture *fx = *state;
+    create_and_start(fx, "path: %s\n");
+    struct hs_buf wire = {0};
+    struct hs_profiles *b = otlp_batch("t1", &wire);
+    char err[256];
+    assert_int_equal(hs_profiles_to_pprof(b, err, sizeof(err)), 0); /* as pyroscope would */
+    assert_int_equal(hs_exporter_file.consume_profiles(fx->c, b), 0);
+    size_t len;
+    char *text = slurp(fx->path, &len);
+    assert_true(len > 0 && text[len - 1] == '\n');
+    assert_null(memchr(text, '\n', len - 1)); /* one line */
+    json_t *root = json_loadb(text, len, 0, NULL);
+    assert_non_null(root);
+    assert_true(json_is_array(json_object_get(root, "resourceProfiles")));
+    assert_true(json_is_object(json_object_get(root, "dictionary")));
+    json_decref(root);
+    struct hs_profiles *back = hs_profiles_new(NULL);
+    assert_int_equal(hs_otlp_profiles_decode_json(back, text, len, NULL, err, sizeof(err)), 0);
+    assert_int_equal(back->request_len, wire.len);
+    assert_memory_equal(back->request, wire.data, wire.len);
+    hs_profiles_unref(back);
+    free(text);
+    hs_buf_free(&wire);
+    assert_int_equal(metric(fx, "hotspan_exporter_sent_profiles_total{exporter=\"file/x\"} "), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_writes_json_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_otlp_profiles_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rotation_failure_keeps_writing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_drops, setup, teardown),

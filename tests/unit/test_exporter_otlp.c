@@ -1,7 +1,9 @@
 /* test_exporter_otlp.c: the otlp / otlphttp exporter against a loopback sink: URL, headers and
  * gzip body; Retry-After then success; permanent errors; a backend that is down and comes back
  * (backpressure, then exactly-once delivery); draining on shutdown; giving up after
- * max_elapsed_time; partial success; config errors. */
+ * max_elapsed_time; partial success; config errors. OTLP profiles: the request's bytes on their
+ * own queue (URL, profiles_endpoint, JSON, partial success), pprof refused; otelcol's otlp_http
+ * and otlp_grpc names with their keys. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,10 +21,16 @@
 #include "core/metrics.h"
 #include "http_sink.c"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "otlp_profiles_build.h"
+#include "pdata/otlp_json.h"
+#include "pdata/otlp_profiles.h"
+#include "pdata/profiles.h"
 #include "pdata/traces.h"
 
 extern const struct hs_component_type hs_exporter_otlp;
 extern const struct hs_component_type hs_exporter_otlphttp;
+extern const struct hs_component_type hs_exporter_otlp_http;
+extern const struct hs_component_type hs_exporter_otlp_grpc;
 
 #define ID "otlp/test"
 #define MAX_BATCHES 16
@@ -561,7 +569,9 @@ static void test_config_errors(void **state)
     bool enum_err = false, endpoint_err = false;
     for (size_t i = 0; i < err.count; i++) {
         enum_err |= strstr(err.lines[i], "t.yaml:1:14: exporters.otlp.compression") != NULL;
-        endpoint_err |= strstr(err.lines[i], "endpoint or traces_endpoint is required") != NULL;
+        endpoint_err |=
+            strstr(err.lines[i], "one of endpoint, traces_endpoint or profiles_endpoint is "
+                                 "required") != NULL;
     }
     assert_true(enum_err);
     assert_true(endpoint_err);
@@ -573,7 +583,7 @@ static void test_config_errors(void **state)
     assert_int_equal(hs_exporter_otlp.create(fx->doc.root, "exporters.otlp", &c, &err), HS_EINVAL);
     assert_int_equal(err.count, 1);
     assert_non_null(strstr(err.lines[0], "t.yaml:1:1: exporters.otlp: "));
-    assert_non_null(strstr(err.lines[0], "endpoint or traces_endpoint"));
+    assert_non_null(strstr(err.lines[0], "endpoint, traces_endpoint or profiles_endpoint"));
     hs_error_free(&err);
 }
 
@@ -596,6 +606,225 @@ static void test_shutdown_before_start(void **state)
     fx->shut = true;
 }
 
+/* ---- OTLP profiles ---------------------------------------------------------------------- */
+
+/* An ExportProfilesServiceRequest of two profiles with a linked sample (bytes into `wire`),
+ * decoded into a batch of tenant `tenant`. */
+static struct hs_profiles *make_profiles(struct hs_buf *wire, const char *tenant)
+{
+    struct ob *b = ob_new();
+    ORes *r = ob_resource(b, ob_kv(b, "service.name", ob_any_str(b, "checkout")), NULL);
+    OScope *sc = ob_scope(b, r, "ebpf");
+    OProf *cpu = ob_profile(b, sc, "samples", "count", "cpu", "nanoseconds", 10000000,
+                            1700000000000000000ull, 10000000000ull);
+    ob_sample(b, cpu, ob_stack(b, "main;handle;query"), 3, ob_link(b, 7), -1);
+    ob_sample(b, cpu, ob_stack(b, "main;gc"), 1, 0, -1);
+    OProf *alloc = ob_profile(b, sc, "alloc_space", "bytes", "space", "bytes", 524288,
+                              1700000000000000000ull, 10000000000ull);
+    ob_sample(b, alloc, ob_stack(b, "main;handle"), 4096, 0, -1);
+    ob_pack(b, wire);
+    ob_free(b);
+    struct hs_profiles *batch = hs_profiles_new(tenant);
+    char err[256];
+    assert_int_equal(hs_otlp_profiles_decode(batch, wire->data, wire->len, NULL, err, sizeof(err)),
+                     0);
+    assert_int_equal(batch->request_profiles, 2);
+    return batch;
+}
+
+static uint64_t profiles_counter(struct fixture *fx, const char *name)
+{
+    return hs_metrics_counter(fx->m, name, NULL, "exporter=\"" ID "\",signal=\"profiles\"")->value;
+}
+
+static bool two_profiles_sent(struct fixture *fx)
+{
+    return profiles_counter(fx, "exporter_sent_profiles_total") == 2;
+}
+
+static bool two_profiles_settled(struct fixture *fx)
+{
+    return profiles_counter(fx, "exporter_sent_profiles_total") +
+               profiles_counter(fx, "exporter_send_failed_profiles_total") ==
+           2;
+}
+
+/* The request goes out as it came in: its own bytes (gzipped), to /v1development/profiles, on
+ * the profiles queue, with the batch's tenant; spans keep their own URL and queue. */
+static void test_profiles_request_bytes(void **state)
+{
+    struct fixture *fx = *state;
+    start_sink(fx, 0);
+    start_exporter(fx, &hs_exporter_otlp, "endpoint: http://127.0.0.1:%u/\n", fx->sink.port);
+    struct hs_buf wire = {0};
+    struct hs_profiles *b = make_profiles(&wire, "tenant-p");
+    assert_true(fx->exp->type->ready_profiles(fx->exp));
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, b), 0);
+    run_until(fx, two_profiles_sent);
+    assert_int_equal(consume(fx, 2), 0);
+    run_until(fx, all_sent);
+    assert_int_equal(sink_count(&fx->sink), 2);
+    const struct sink_req *r = sink_req(&fx->sink, 0);
+    assert_string_equal(r->path, "/v1development/profiles");
+    assert_string_equal(sink_header(r, "Content-Type"), "application/x-protobuf");
+    assert_string_equal(sink_header(r, "Content-Encoding"), "gzip");
+    assert_string_equal(sink_header(r, "X-Scope-OrgID"), "tenant-p");
+    size_t len;
+    uint8_t *body = gunzip(r->body, r->body_len, &len);
+    assert_int_equal(len, wire.len);
+    assert_memory_equal(body, wire.data, len); /* byte for byte */
+    free(body);
+    assert_string_equal(sink_req(&fx->sink, 1)->path, "/v1/traces");
+    assert_int_equal(sent(fx), 2); /* spans counted apart from profiles */
+    hs_buf_free(&wire);
+}
+
+/* profiles_endpoint is used as is; encoding json sends the request as OTLP/JSON, which reads
+ * back to the same protobuf. */
+static void test_profiles_endpoint_json(void **state)
+{
+    struct fixture *fx = *state;
+    start_sink(fx, 0);
+    start_exporter(fx, &hs_exporter_otlp_http,
+                   "endpoint: http://127.0.0.1:1/ignored\n"
+                   "profiles_endpoint: http://127.0.0.1:%u/custom/profiles\n"
+                   "encoding: json\n"
+                   "compression: none\n",
+                   fx->sink.port);
+    struct hs_buf wire = {0};
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, make_profiles(&wire, NULL)), 0);
+    run_until(fx, two_profiles_sent);
+    const struct sink_req *r = sink_req(&fx->sink, 0);
+    assert_string_equal(r->path, "/custom/profiles");
+    assert_string_equal(sink_header(r, "Content-Type"), "application/json");
+    assert_null(sink_header(r, "X-Scope-OrgID")); /* no tenant stays no tenant */
+    struct hs_profiles *back = hs_profiles_new(NULL);
+    char err[256];
+    assert_int_equal(hs_otlp_profiles_decode_json(back, (const char *)r->body, r->body_len, NULL,
+                                                  err, sizeof(err)),
+                     0);
+    assert_int_equal(back->request_len, wire.len);
+    assert_memory_equal(back->request, wire.data, wire.len);
+    hs_profiles_unref(back);
+    hs_buf_free(&wire);
+}
+
+/* A backend's ExportProfilesServiceResponse with partial_success: the rejected profiles are
+ * dropped and counted, never retried. */
+static void test_profiles_partial_success(void **state)
+{
+    struct fixture *fx = *state;
+    Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesPartialSuccess ps;
+    opentelemetry__proto__collector__profiles__v1development__export_profiles_partial_success__init(
+        &ps);
+    ps.rejected_profiles = 1;
+    ps.error_message = "profile too old";
+    Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse resp;
+    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__init(
+        &resp);
+    resp.partial_success = &ps;
+    uint8_t buf[128];
+    size_t len =
+        opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__pack(
+            &resp, buf);
+    start_sink(fx, 0);
+    sink_push(&fx->sink, 200, "Content-Type: application/x-protobuf\r\n", buf, len);
+    start_exporter(fx, &hs_exporter_otlp, "endpoint: http://127.0.0.1:%u\n", fx->sink.port);
+    struct hs_buf wire = {0};
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, make_profiles(&wire, NULL)), 0);
+    run_until(fx, two_profiles_settled);
+    assert_int_equal(profiles_counter(fx, "exporter_sent_profiles_total"), 1);
+    assert_int_equal(profiles_counter(fx, "exporter_send_failed_profiles_total"), 1);
+    assert_int_equal(sink_count(&fx->sink), 1);
+    hs_buf_free(&wire);
+}
+
+/* A pprof batch (the pyroscope receiver's) is not sent as OTLP: dropped and counted. The
+ * service refuses such a pipeline (test_service.c); this is the guard behind that. */
+static void test_profiles_pprof_dropped(void **state)
+{
+    struct fixture *fx = *state;
+    start_exporter(fx, &hs_exporter_otlp, "endpoint: http://127.0.0.1:%u\n", sink_free_port());
+    struct hs_profiles *b = hs_profiles_new(NULL);
+    assert_int_equal(hs_profiles_add(b, hs_profile_new()), 0);
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, b), 0);
+    assert_int_equal(dropped(fx, "not_otlp"), 1);
+    assert_int_equal(profiles_counter(fx, "exporter_sent_profiles_total"), 0);
+}
+
+/* Each signal has its own queue: a full profiles queue refuses profiles (and delivery asks
+ * ready_profiles, so nothing is handed over) while spans are still taken. */
+static void test_queue_per_signal(void **state)
+{
+    struct fixture *fx = *state;
+    start_exporter(fx, &hs_exporter_otlp,
+                   "endpoint: http://127.0.0.1:%u\n"
+                   "sending_queue: {queue_size: 1, num_consumers: 1}\n"
+                   "retry_on_failure: {enabled: false}\n",
+                   sink_free_port());
+    struct hs_buf wire = {0};
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, make_profiles(&wire, NULL)), 0);
+    assert_false(fx->exp->type->ready_profiles(fx->exp));
+    assert_true(fx->exp->type->ready(fx->exp));
+    struct hs_consumer to_exp = {.targets = &fx->exp, .count = 1};
+    assert_int_equal(hs_consumer_profiles(&to_exp, make_profiles(&wire, NULL)), HS_EAGAIN);
+    assert_int_equal(profiles_counter(fx, "exporter_enqueue_failed_profiles_total"), 0);
+    assert_int_equal(hs_consumer_traces(&to_exp, make_batch(fx, 1)), 0);
+    hs_buf_free(&wire);
+}
+
+/* otelcol's names take their protocol's keys and no others. */
+static void test_otelcol_names(void **state)
+{
+    struct fixture *fx = *state;
+    static const struct {
+        const struct hs_component_type *type;
+        const char *yaml, *want;
+    } cases[] = {
+        {&hs_exporter_otlp_grpc, "endpoint: c:4317\ntraces_endpoint: http://c/v1/traces\n",
+         "exporters.otlp_grpc.traces_endpoint: unknown key"},
+        {&hs_exporter_otlp_grpc, "endpoint: c:4317\nprotocol: grpc\n",
+         "exporters.otlp_grpc.protocol: unknown key"},
+        {&hs_exporter_otlp_grpc, "encoding: json\n",
+         "exporters.otlp_grpc: missing required key \"endpoint\""},
+        {&hs_exporter_otlp_http, "endpoint: http://c:4318\nprotocol: grpc\n",
+         "exporters.otlp_http.protocol: unknown key"},
+        {&hs_exporter_otlp, "protocol: grpc\nendpoint: c:4317\nprofiles_endpoint: http://c/p\n",
+         "profiles_endpoint is for http/protobuf"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct hs_error err = {0};
+        struct hs_component *c = NULL;
+        struct hs_config_doc doc = {0};
+        char path[64];
+        snprintf(path, sizeof(path), "exporters.%s", cases[i].type->name);
+        assert_int_equal(
+            hs_config_parse("t.yaml", cases[i].yaml, strlen(cases[i].yaml), &doc, &err), 0);
+        assert_int_equal(cases[i].type->create(doc.root, path, &c, &err), HS_EINVAL);
+        bool found = false;
+        for (size_t j = 0; j < err.count; j++)
+            found |= strstr(err.lines[j], cases[i].want) != NULL;
+        if (!found)
+            fail_msg("case %zu: no \"%s\" in %s", i, cases[i].want, err.count ? err.lines[0] : "");
+        hs_error_free(&err);
+        hs_config_doc_free(&doc);
+    }
+    (void)fx;
+}
+
+/* otlp_grpc: TraceService and ProfilesService paths on an h2c or TLS endpoint; otlp_http sends
+ * spans as otlp does. */
+static void test_otlp_http_sends(void **state)
+{
+    struct fixture *fx = *state;
+    start_sink(fx, 0);
+    start_exporter(fx, &hs_exporter_otlp_http, "endpoint: http://127.0.0.1:%u\n", fx->sink.port);
+    assert_int_equal(consume(fx, 2), 0);
+    run_until(fx, all_sent);
+    assert_string_equal(sink_req(&fx->sink, 0)->path, "/v1/traces");
+    assert_int_equal(batch_of(fx, 0, true), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -613,6 +842,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_disabled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles_request_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles_endpoint_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles_partial_success, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles_pprof_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_per_signal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_otelcol_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_otlp_http_sends, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* test_exporter_pyroscope.c: the pyroscope exporter against a loopback sink. Push mode: the
  * PushRequest decoded with protobuf-c (labels, raw bytes identical, ID), the tenant header from
  * the batch or from config, basic auth, gzip. Ingest mode: the URL query and the raw or
- * multipart body. Retries, permanent drops and backpressure counted; config errors. */
+ * multipart body. Retries, permanent drops and backpressure counted; config errors. OTLP
+ * profiles: converted once to pprof with the labels Pyroscope derives, empty ones skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +18,10 @@
 #include "core/errors.h"
 #include "core/metrics.h"
 #include "http_sink.c"
+#include "otlp_profiles_build.h"
+#include "pdata/otlp_profiles.h"
 #include "pdata/profiles.h"
+#include "perftools/profiles/profile.pb-c.h"
 #include "push/v1/push.pb-c.h"
 
 extern const struct hs_component_type hs_exporter_pyroscope;
@@ -598,6 +602,136 @@ static void test_config_errors(void **state)
     hs_error_free(&err);
 }
 
+/* ---- OTLP profiles ---------------------------------------------------------------------- */
+
+#define MS 1000000LL
+
+/* One request: checkout's CPU profile (samples/count every 10 ms: 3 + 1 samples, the 3 linked
+ * to span 0708..0e) and an empty one, and cart's alloc_space profile (4096 bytes). */
+static struct hs_profiles *otlp_batch(const char *tenant)
+{
+    struct ob *b = ob_new();
+    ORes *r0 = ob_resource(b, ob_kv(b, "service.name", ob_any_str(b, "checkout")),
+                           ob_kv(b, "k8s.namespace.name", ob_any_str(b, "shop")), NULL);
+    OScope *s0 = ob_scope(b, r0, "ebpf");
+    OProf *cpu = ob_profile(b, s0, "samples", "count", "cpu", "nanoseconds", 10 * MS,
+                            (uint64_t)FROM, 10000 * MS);
+    ob_sample(b, cpu, ob_stack(b, "main;handle;query"), 3, ob_link(b, 7), -1);
+    ob_sample(b, cpu, ob_stack(b, "main;gc"), 1, 0, -1);
+    ob_profile(b, s0, "samples", "count", "cpu", "nanoseconds", 10 * MS, (uint64_t)FROM,
+               10000 * MS); /* no samples */
+    ORes *r1 = ob_resource(b, ob_kv(b, "service.name", ob_any_str(b, "cart")), NULL);
+    OProf *alloc = ob_profile(b, ob_scope(b, r1, "go"), "alloc_space", "bytes", "space", "bytes",
+                              524288, (uint64_t)FROM, 10000 * MS);
+    ob_sample(b, alloc, ob_stack(b, "main;alloc"), 4096, 0, -1);
+    struct hs_buf wire = {0};
+    ob_pack(b, &wire);
+    ob_free(b);
+    struct hs_profiles *batch = hs_profiles_new(tenant);
+    char err[256];
+    assert_int_equal(hs_otlp_profiles_decode(batch, wire.data, wire.len, NULL, err, sizeof(err)),
+                     0);
+    hs_buf_free(&wire);
+    assert_int_equal(batch->count, 3);
+    return batch;
+}
+
+/* A series' label, or NULL. */
+static const char *label(const Push__V1__RawProfileSeries *s, const char *name)
+{
+    for (size_t i = 0; i < s->n_labels; i++)
+        if (strcmp(s->labels[i]->name, name) == 0)
+            return s->labels[i]->value;
+    return NULL;
+}
+
+/* The sum of a pprof's first sample type, and how many samples carry span_id `span`. */
+static int64_t pprof_total(const uint8_t *gz, size_t len, const char *type, const char *span,
+                           size_t *linked)
+{
+    size_t n;
+    uint8_t *raw = gunzip(gz, len, &n);
+    Perftools__Profiles__Profile *pp = perftools__profiles__profile__unpack(NULL, n, raw);
+    free(raw);
+    assert_non_null(pp);
+    assert_int_equal(pp->n_sample_type, 1);
+    assert_string_equal(pp->string_table[pp->sample_type[0]->type], type);
+    int64_t total = 0;
+    *linked = 0;
+    for (size_t i = 0; i < pp->n_sample; i++) {
+        total += pp->sample[i]->value[0];
+        for (size_t l = 0; l < pp->sample[i]->n_label; l++) {
+            const Perftools__Profiles__Label *lb = pp->sample[i]->label[l];
+            *linked += strcmp(pp->string_table[lb->key], "span_id") == 0 &&
+                       strcmp(pp->string_table[lb->str], span) == 0;
+        }
+    }
+    perftools__profiles__profile__free_unpacked(pp, NULL);
+    return total;
+}
+
+/* Push: one series per profile with samples, labelled as Pyroscope's OTLP ingestion labels it,
+ * its pprof's totals those of the source (cpu samples x period), the span link a span_id. */
+static void test_otlp_push(void **state)
+{
+    struct fixture *fx = *state;
+    start_sink(fx);
+    start_exporter(fx, "endpoint: http://127.0.0.1:%u\n", fx->sink.port);
+    struct hs_profiles *b = otlp_batch("tenant-o");
+    fx->expected = 2; /* the empty profile is not sent */
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, b), 0);
+    run_until(fx, all_settled);
+    assert_int_equal(sent(fx), 2);
+    assert_int_equal(sink_count(&fx->sink), 1);
+    const struct sink_req *r = req_at(fx, 0);
+    assert_string_equal(sink_header(r, "X-Scope-OrgID"), "tenant-o");
+    Push__V1__PushRequest *req = push__v1__push_request__unpack(NULL, r->body_len, r->body);
+    assert_non_null(req);
+    assert_int_equal(req->n_series, 2);
+    const Push__V1__RawProfileSeries *cpu = req->series[0], *alloc = req->series[1];
+    assert_string_equal(label(cpu, "service_name"), "checkout");
+    assert_string_equal(label(cpu, "__name__"), "process_cpu");
+    assert_string_equal(label(cpu, "__delta__"), "false");
+    assert_string_equal(label(cpu, "__otel__"), "true");
+    assert_string_equal(label(cpu, "k8s_namespace_name"), "shop");
+    assert_string_equal(label(alloc, "service_name"), "cart");
+    assert_string_equal(label(alloc, "__name__"), "space"); /* the period type, as Pyroscope */
+    assert_null(label(alloc, "k8s_namespace_name"));
+    size_t linked;
+    assert_int_equal(pprof_total(cpu->samples[0]->raw_profile.data,
+                                 cpu->samples[0]->raw_profile.len, "cpu", "0708090a0b0c0d0e",
+                                 &linked),
+                     4 * 10 * MS);
+    assert_int_equal(linked, 1);
+    assert_int_equal(pprof_total(alloc->samples[0]->raw_profile.data,
+                                 alloc->samples[0]->raw_profile.len, "alloc_space", "-", &linked),
+                     4096);
+    push__v1__push_request__free_unpacked(req, NULL);
+}
+
+/* /ingest: one upload per profile with samples, the converted pprof as its body. */
+static void test_otlp_ingest(void **state)
+{
+    struct fixture *fx = *state;
+    start_sink(fx);
+    start_exporter(fx, "endpoint: http://127.0.0.1:%u\nprotocol: ingest\n", fx->sink.port);
+    fx->expected = 2;
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, otlp_batch(NULL)), 0);
+    run_until(fx, all_settled);
+    assert_int_equal(sent(fx), 2);
+    assert_int_equal(sink_count(&fx->sink), 2);
+    for (size_t i = 0; i < 2; i++) {
+        const struct sink_req *r = req_at(fx, i);
+        assert_non_null(strstr(r->path, i ? "service_name%3Dcart" : "service_name%3Dcheckout"));
+        assert_non_null(strstr(r->path, "&format=pprof"));
+        size_t linked;
+        assert_int_equal(pprof_total(r->body, r->body_len, i ? "alloc_space" : "cpu",
+                                     "0708090a0b0c0d0e", &linked),
+                         i ? 4096 : 4 * 10 * MS);
+        assert_int_equal(linked, i ? 0 : 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -615,6 +749,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_before_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_otlp_push, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_otlp_ingest, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -766,7 +766,7 @@ static void test_limits(void **state)
          "resource_profiles[0].scope_profiles[0].profiles[0].samples[0]: stack 1 is 3 frames deep "
          "(inlined frames included), more than max_stack_depth (2)"},
         {{.max_string_len = 8},
-         "dictionary.string_table[4]: 9 bytes, more than max_string_len (8)"},
+         "dictionary.string_table[4]: 9 bytes, more than max_string_length (8)"},
         {{.max_decompressed = 100}, NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

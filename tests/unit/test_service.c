@@ -59,6 +59,63 @@ static void test_valid_graph(void **state)
     hs_error_free(&err);
 }
 
+/* One otlp receiver in a traces and a profiles pipeline, as in otelcol: one instance, told
+ * both signals; an exporter in only one is told that one. */
+static void test_receiver_in_both_signals(void **state)
+{
+    struct hs_error err = {0};
+    struct hs_service *s = NULL;
+    const char *yaml = "receivers:\n"
+                       "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n"
+                       "exporters:\n"
+                       "  debug:\n"
+                       "  otlp_http: {endpoint: 'http://127.0.0.1:9'}\n"
+                       "  otlp_grpc: {endpoint: '127.0.0.1:9', tls: {insecure: true}}\n"
+                       "service:\n"
+                       "  pipelines:\n"
+                       "    traces: {receivers: [otlp], exporters: [debug, otlp_grpc]}\n"
+                       "    profiles: {receivers: [otlp], exporters: [otlp_http]}\n";
+    assert_int_equal(load(yaml, &err, &s), 0);
+    assert_int_equal(err.count, 0);
+    struct hs_component *otlp = hs_service_component(s, HS_KIND_RECEIVER, "otlp");
+    struct hs_component *http = hs_service_component(s, HS_KIND_EXPORTER, "otlp_http");
+    struct hs_component *grpc = hs_service_component(s, HS_KIND_EXPORTER, "otlp_grpc");
+    assert_non_null(otlp);
+    assert_int_equal(otlp->signals, HS_SIGNAL_TRACES | HS_SIGNAL_PROFILES);
+    assert_non_null(otlp->next);
+    assert_non_null(otlp->next_profiles);
+    assert_int_equal(http->signals, HS_SIGNAL_PROFILES);
+    assert_int_equal(grpc->signals, HS_SIGNAL_TRACES);
+    hs_service_free(s);
+    hs_error_free(&err);
+}
+
+/* pprof from the pyroscope receiver cannot go to an exporter of OTLP profiles: refused at the
+ * exporter's place in the pipeline, naming both; an OTLP-only pipeline beside it is fine. */
+static void test_pprof_to_otlp_exporter_refused(void **state)
+{
+    struct hs_error err = {0};
+    const char *yaml = "receivers:\n"                                             /* 1 */
+                       "  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}\n" /* 2 */
+                       "  pyroscope: {endpoint: '127.0.0.1:0'}\n"                 /* 3 */
+                       "exporters:\n"                                             /* 4 */
+                       "  otlp_http/col: {endpoint: 'http://127.0.0.1:9'}\n"      /* 5 */
+                       "  pyroscope: {endpoint: 'http://127.0.0.1:9'}\n"          /* 6 */
+                       "service:\n"                                               /* 7 */
+                       "  pipelines:\n"                                           /* 8 */
+                       "    profiles/otlp: {receivers: [otlp], exporters: [otlp_http/col, "
+                       "pyroscope]}\n" /* 9 */
+                       "    profiles: {receivers: [pyroscope, otlp], exporters: [pyroscope, "
+                       "otlp_http/col]}\n"; /* 10 */
+    assert_int_equal(load(yaml, &err, NULL), HS_EINVAL);
+    assert_int_equal(err.count, 1);
+    assert_true(has_line(&err, "t.yaml:10:69: service.pipelines.profiles.exporters: exporter "
+                               "\"otlp_http/col\" takes OTLP profiles only, but receiver "
+                               "\"pyroscope\" makes pprof: give that receiver a profiles "
+                               "pipeline of its own, with exporters that take pprof"));
+    hs_error_free(&err);
+}
+
 static void test_every_error_at_once(void **state)
 {
     struct hs_error err = {0};
@@ -220,6 +277,8 @@ static const struct {
     {HS_KIND_PROCESSOR, "correlator", "{}"},
     {HS_KIND_EXPORTER, "otlp", "{endpoint: 'http://127.0.0.1:9'}"},
     {HS_KIND_EXPORTER, "otlphttp", "{endpoint: 'http://127.0.0.1:9'}"},
+    {HS_KIND_EXPORTER, "otlp_http", "{endpoint: 'http://127.0.0.1:9'}"},
+    {HS_KIND_EXPORTER, "otlp_grpc", "{endpoint: 'http://127.0.0.1:9'}"},
     {HS_KIND_EXPORTER, "pyroscope", "{endpoint: 'http://127.0.0.1:9'}"},
     {HS_KIND_EXPORTER, "debug", "{}"},
     {HS_KIND_EXPORTER, "file", "{path: '/tmp/hotspan-test-service-lifecycle.jsonl'}"},
@@ -295,6 +354,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_graph),
+        cmocka_unit_test(test_receiver_in_both_signals),
+        cmocka_unit_test(test_pprof_to_otlp_exporter_refused),
         cmocka_unit_test(test_every_error_at_once),
         cmocka_unit_test(test_receiver_needs_a_protocol),
         cmocka_unit_test(test_health_threshold_key),

@@ -155,11 +155,36 @@ export function buildProfilesRequest({ resources, files = {} }) {
 
 /** Encodes a description (see buildProfilesRequest) to ExportProfilesServiceRequest bytes. */
 export function encodeProfilesRequest(desc) {
-  const obj = buildProfilesRequest(desc);
+  return encodeProfilesObject(buildProfilesRequest(desc));
+}
+
+/** Encodes a request object (buildProfilesRequest's shape, perhaps altered to be wrong on
+ * purpose: protobufjs checks types, not references) to bytes. */
+export function encodeProfilesObject(obj) {
   const msg = ExportProfilesServiceRequest.fromObject(obj);
   const problem = ExportProfilesServiceRequest.verify(msg);
   if (problem) throw new Error(`ExportProfilesServiceRequest: ${problem}`);
   return Buffer.from(ExportProfilesServiceRequest.encode(msg).finish());
+}
+
+/** The same request as OTLP/JSON text (wire.md §2.1): lowerCamelCase keys, 64-bit integers as
+ * strings, and trace, span and profile ids as hex where proto3 JSON would write base64. */
+export function encodeProfilesObjectJson(obj) {
+  const msg = ExportProfilesServiceRequest.fromObject(obj);
+  const plain = ExportProfilesServiceRequest.toObject(msg, { longs: String, bytes: String });
+  const hexIds = (o) => {
+    if (Array.isArray(o)) { o.forEach(hexIds); return; }
+    if (!o || typeof o !== 'object') return;
+    for (const [k, v] of Object.entries(o)) {
+      if (['traceId', 'spanId', 'profileId'].includes(k) && typeof v === 'string') {
+        o[k] = Buffer.from(v, 'base64').toString('hex');
+      } else {
+        hexIds(v);
+      }
+    }
+  };
+  hexIds(plain);
+  return JSON.stringify(plain);
 }
 
 /** Decodes request bytes into plain objects (int64 as strings, bytes as Buffers). */

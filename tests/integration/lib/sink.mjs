@@ -1,5 +1,6 @@
 // A test sink playing Tempo: an HTTP/1.1 server on 127.0.0.1 that records every POST (path,
-// headers, body after gunzip), decodes OTLP protobuf and JSON bodies with the official protos,
+// headers, body after gunzip), decodes OTLP protobuf and JSON bodies with the official protos
+// (ExportProfilesServiceRequest on a path ending in /profiles, from proto/ by protobufjs),
 // and answers 200 with an empty ExportTraceServiceResponse unless told otherwise: scripted
 // answers for the next N requests (e.g. 503 + Retry-After), or "down" (listener closed and
 // connections dropped; `up()` reopens it on the same port), or slow (`setDelay(ms)`: every
@@ -8,6 +9,7 @@ import http from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { EventEmitter, once } from 'node:events';
 import { decodeTraceRequest, decodeTraceRequestJson, flattenSpans } from './otlp.mjs';
+import { decodeProfilesRequest } from './otlp_profiles.mjs';
 
 export class Sink extends EventEmitter {
   constructor() {
@@ -106,9 +108,15 @@ export class Sink extends EventEmitter {
         if (enc === 'gzip') rec.body = gunzipSync(raw);
         else if (enc && enc !== 'identity') throw new Error(`unexpected content-encoding ${enc}`);
         const ct = (req.headers['content-type'] || '').split(';')[0].trim().toLowerCase();
-        if (ct === 'application/x-protobuf') rec.decoded = decodeTraceRequest(rec.body);
-        else if (ct === 'application/json') rec.decoded = decodeTraceRequestJson(rec.body.toString('utf8'));
-        else throw new Error(`unexpected content-type ${req.headers['content-type']}`);
+        const profiles = req.url.split('?')[0].endsWith('/profiles');
+        if (ct === 'application/x-protobuf') {
+          rec.decoded = profiles ? decodeProfilesRequest(rec.body) : decodeTraceRequest(rec.body);
+        } else if (ct === 'application/json') {
+          const text = rec.body.toString('utf8');
+          rec.decoded = profiles ? JSON.parse(text) : decodeTraceRequestJson(text);
+        } else {
+          throw new Error(`unexpected content-type ${req.headers['content-type']}`);
+        }
       } catch (e) {
         rec.decodeError = e;
       }

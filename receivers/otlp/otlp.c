@@ -1,8 +1,9 @@
-/* otlp.c: the OTLP receiver over HTTP (POST /v1/traces, protobuf or JSON, gzip) and gRPC
- * (TraceService/Export over h2c, gzip). A protobuf request is validated by the wire scanner and
- * carried as its own bytes; JSON is converted once to the same form. Both transports share the
- * validation and delivery; answers are as the OTLP spec says for each (wire.md §2, §3). What the
- * headers alone refuse (credentials above all) is answered before the body is read. */
+/* otlp.c: the OTLP receiver over HTTP (POST /v1/traces and /v1development/profiles, protobuf or
+ * JSON, gzip) and gRPC (TraceService/Export and ProfilesService/Export over h2c, gzip). A traces
+ * request is validated by the wire scanner and carried as its own bytes; JSON is converted once
+ * to the same form; profiles are profiles.c's. Both transports share the validation and
+ * delivery; answers are as the OTLP spec says for each (wire.md §2, §3). What the headers alone
+ * refuse (credentials above all) is answered before the body is read. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,35 +24,15 @@
 #include "pdata/otlp_json.h"
 #include "pdata/otlp_wire.h"
 #include "pdata/traces.h"
-
-struct otlp_http_config {
-    struct hs_http_server_config server;
-    char *traces_url_path;
-};
-
-struct otlp_grpc_config {
-    struct hs_http_server_config server;
-};
-
-struct otlp_config {
-    struct {
-        bool http_enabled;
-        struct otlp_http_config http;
-        bool grpc_enabled;
-        struct otlp_grpc_config grpc;
-    } protocols;
-    uint32_t max_spans;
-    uint32_t max_attributes;
-    uint32_t max_value_depth;
-    bool auth_enabled;
-    struct hs_auth_config auth;
-};
+#include "receivers/otlp/otlp_int.h"
 
 static const struct hs_config_field http_fields[] = {
     {"endpoint", HS_CFG_ENDPOINT, offsetof(struct otlp_http_config, server.endpoint),
      "0.0.0.0:4318", .doc = "host:port to listen on for OTLP/HTTP"},
     {"traces_url_path", HS_CFG_STRING, offsetof(struct otlp_http_config, traces_url_path),
      "/v1/traces", .doc = "URL path that accepts traces"},
+    {"profiles_url_path", HS_CFG_STRING, offsetof(struct otlp_http_config, profiles_url_path),
+     "/v1development/profiles", .doc = "URL path that accepts profiles"},
     {"server", HS_CFG_INLINE, offsetof(struct otlp_http_config, server),
      .sub = hs_http_server_fields_common},
     {0},
@@ -78,8 +59,27 @@ static const struct hs_config_field protocols_fields[] = {
      .sub = grpc_fields, .has_presence = true,
      .presence_offset = offsetof(struct otlp_config, protocols.grpc_enabled) -
                         offsetof(struct otlp_config, protocols),
-     .doc = "OTLP/gRPC (TraceService/Export; max_request_body_size is the message limit, "
-            "compressed and inflated)"},
+     .doc = "OTLP/gRPC (TraceService/Export, ProfilesService/Export; max_request_body_size is "
+            "the message limit, compressed and inflated)"},
+    {0},
+};
+
+/* Each bound refuses the whole request with 400 naming the element (as the traces' do), so a
+ * client learns which setting to raise. Samples, stack depth and string length are the
+ * pyroscope receiver's defaults (Pyroscope's own), as these profiles may go there. */
+static const struct hs_config_field profiles_fields[] = {
+    {"max_profiles", HS_CFG_UINT, offsetof(struct otlp_profiles_config, max_profiles), "1000",
+     .min = 1, .max = 1000000, .doc = "Profile messages in one request"},
+    {"max_samples", HS_CFG_UINT, offsetof(struct otlp_profiles_config, max_samples), "16000",
+     .min = 1, .max = 10000000, .doc = "samples in one Profile"},
+    {"max_table_entries", HS_CFG_UINT, offsetof(struct otlp_profiles_config, max_table_entries),
+     "1000000", .min = 1, .max = 100000000,
+     .doc = "entries of each dictionary table (strings, functions, locations, stacks, links, "
+            "attributes, mappings)"},
+    {"max_stack_depth", HS_CFG_UINT, offsetof(struct otlp_profiles_config, max_stack_depth), "1024",
+     .min = 1, .max = 1000000, .doc = "frames of one sample, inlined frames included"},
+    {"max_string_length", HS_CFG_SIZE, offsetof(struct otlp_profiles_config, max_string_len),
+     "65535", .min = 256, .max = 16 << 20, .doc = "bytes of one string_table entry"},
     {0},
 };
 
@@ -93,43 +93,18 @@ static const struct hs_config_field otlp_fields[] = {
      .min = 1, .max = 1000000, .doc = "attributes of one resource, scope, span, event or link"},
     {"max_value_depth", HS_CFG_UINT, offsetof(struct otlp_config, max_value_depth), "32",
      .min = 1, .max = 128, .doc = "nesting of array and kvlist attribute values"},
+    {"profiles", HS_CFG_SECTION, offsetof(struct otlp_config, profiles), .sub = profiles_fields,
+     .doc = "bounds on an OTLP profiles request (beside max_attributes and max_value_depth, "
+            "which apply to it too); past one: 400 naming the element and the key"},
     {"auth", HS_CFG_SECTION, offsetof(struct otlp_config, auth), .sub = hs_auth_fields,
      .has_presence = true, .presence_offset = offsetof(struct otlp_config, auth_enabled),
      .doc = "credentials every request must carry, on both protocols; none: open"},
     {0},
 };
 
-enum transport { TR_HTTP, TR_GRPC, TR_COUNT };
-
-struct otlp_counters {
-    struct hs_counter *accepted, *refused, *rejected;
-    char labels[200];
-};
-
-struct otlp {
-    struct hs_component base;
-    struct otlp_config conf;
-    struct hs_otlp_limits limits;
-    struct hs_http_server *servers[TR_COUNT];
-    unsigned open_servers; /* not yet through their close */
-    bool started, closing;
-    hs_done_cb done;
-    struct hs_ratelimit bad_log;
-    struct otlp_counters counters[TR_COUNT];
-    struct hs_metrics *metrics;
-    struct hs_auth *auth; /* NULL: open */
-    char grpc_name[160]; /* "<id>/grpc": the gRPC listener's name in logs */
-};
-
-/* BODY_GRPC: a gRPC message (protobuf); answers are gRPC statuses in trailers. */
-enum body_type { BODY_PROTO, BODY_JSON, BODY_GRPC };
-
 #define GRPC_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-/* The wait a refused gRPC client is asked for (RetryInfo), as Retry-After: 1 on HTTP. */
-#define GRPC_RETRY_DELAY_MS 1000
-
-/* gRPC codes used in google.rpc.Status (wire.md §3). */
-enum { CODE_INVALID_ARGUMENT = 3, CODE_RESOURCE_EXHAUSTED = 8, CODE_UNAVAILABLE = 14 };
+#define GRPC_PROFILES_PATH                                                                         \
+    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
 static int otlp_create(const struct hs_config_node *cfg, const char *path,
                        struct hs_component **out, struct hs_error *err)
@@ -168,14 +143,21 @@ static int otlp_create(const struct hs_config_node *cfg, const char *path,
     r->limits = (struct hs_otlp_limits){.max_spans = r->conf.max_spans,
                                         .max_attributes = r->conf.max_attributes,
                                         .max_value_depth = r->conf.max_value_depth};
+    const struct otlp_profiles_config *pc = &r->conf.profiles;
+    r->plimits = (struct hs_otlp_profiles_limits){.max_profiles = pc->max_profiles,
+                                                  .max_samples = pc->max_samples,
+                                                  .max_table_entries = pc->max_table_entries,
+                                                  .max_stack_depth = pc->max_stack_depth,
+                                                  .max_attributes = r->conf.max_attributes,
+                                                  .max_value_depth = r->conf.max_value_depth,
+                                                  .max_string_len = (uint32_t)pc->max_string_len};
     r->bad_log = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     *out = &r->base;
     return 0;
 }
 
-/* A google.rpc.Status body in the request's encoding (OTLP/HTTP failures, wire.md §2). */
-static void respond_status(struct hs_http_request *req, enum body_type type, int http, int code,
-                           const char *msg, const struct hs_http_header *extra, size_t nextra)
+void hs_otlp_recv_status(struct hs_http_request *req, enum body_type type, int http, int code,
+                         const char *msg, const struct hs_http_header *extra, size_t nextra)
 {
     if (type == BODY_GRPC) { /* the HTTP status and its headers are HTTP's; gRPC has codes */
         hs_grpc_respond(req, code, msg, NULL, 0, false,
@@ -207,8 +189,8 @@ static void respond_status(struct hs_http_request *req, enum body_type type, int
     hs_http_respond(req, http, "application/x-protobuf", extra, nextra, body, n);
 }
 
-static void reject(struct otlp *r, struct hs_http_request *req, enum body_type type, int http,
-                   const char *reason, const char *msg)
+void hs_otlp_recv_reject(struct otlp *r, struct hs_http_request *req, enum body_type type, int http,
+                         const char *reason, const char *msg)
 {
     char labels[300];
     snprintf(labels, sizeof(labels), "%s,reason=\"%s\"",
@@ -220,8 +202,9 @@ static void reject(struct otlp *r, struct hs_http_request *req, enum body_type t
     if (hs_ratelimit_allow(&r->bad_log, hs_now_ms(), &suppressed))
         hs_log_info(r->base.id, "%d for %s: %s (%u similar suppressed)", http, req->peer, msg,
                     suppressed);
-    respond_status(req, type, http, http == 413 ? CODE_RESOURCE_EXHAUSTED : CODE_INVALID_ARGUMENT,
-                   msg, NULL, 0);
+    hs_otlp_recv_status(req, type, http,
+                        http == 413 ? CODE_RESOURCE_EXHAUSTED : CODE_INVALID_ARGUMENT, msg, NULL,
+                        0);
 }
 
 #define INVALID_IDS_MSG "spans rejected: trace_id and span_id must be set and not all zero"
@@ -345,7 +328,7 @@ static int decompress_body(struct otlp *r, struct hs_http_request *req, enum bod
         char msg[160];
         snprintf(msg, sizeof(msg), "unsupported Content-Encoding \"%.*s\" (supported: gzip)",
                  (int)HS_MIN(enc->len, 40), enc->ptr);
-        respond_status(req, type, 415, CODE_INVALID_ARGUMENT, msg, NULL, 0);
+        hs_otlp_recv_status(req, type, 415, CODE_INVALID_ARGUMENT, msg, NULL, 0);
         return HS_EINVAL;
     }
     const char *why = NULL;
@@ -354,9 +337,9 @@ static int decompress_body(struct otlp *r, struct hs_http_request *req, enum bod
         char msg[160];
         snprintf(msg, sizeof(msg), "decompressed body exceeds max_request_body_size (%llu bytes)",
                  (unsigned long long)limit);
-        reject(r, req, type, 413, "too_large", msg);
+        hs_otlp_recv_reject(r, req, type, 413, "too_large", msg);
     } else if (rc) {
-        reject(r, req, type, 400, "bad_gzip", why ? why : hs_strerror(rc));
+        hs_otlp_recv_reject(r, req, type, 400, "bad_gzip", why ? why : hs_strerror(rc));
     }
     return rc;
 }
@@ -373,12 +356,6 @@ static bool content_type(const struct hs_http_request *req, enum body_type *type
     return true;
 }
 
-/* A request's tenant (id.len 0: none) and whether a per-tenant token decided it. */
-struct req_tenant {
-    struct hs_str id;
-    bool authenticated;
-};
-
 /* Hands validated spans to the pipeline, or refuses them (503, UNAVAILABLE) when it is full.
  * `owned` holds the bytes when they were decompressed or converted; else p/len (in the request)
  * are copied here, after the pipeline said it has room, so a refusal costs no copy. */
@@ -390,22 +367,22 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
     struct otlp_counters *k = &r->counters[type == BODY_GRPC ? TR_GRPC : TR_HTTP];
     if (!hs_consumer_ready(r->base.next)) {
         hs_counter_add(k->refused, scan->spans);
-        respond_status(req, type, 503, CODE_UNAVAILABLE,
-                       "pipeline is full (exporters busy or backend down): retry later", &retry,
-                       1);
+        hs_otlp_recv_status(req, type, 503, CODE_UNAVAILABLE,
+                            "pipeline is full (exporters busy or backend down): retry later",
+                            &retry, 1);
         return;
     }
     /* the request's own bytes: taken from the server when they are its whole body, else copied */
     bool whole = p == req->body && len == req->body_len;
     if (!owned->data && !(whole && hs_http_request_take_body(req, owned) == 0) &&
         hs_buf_append(owned, p, len) != 0) {
-        respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
+        hs_otlp_recv_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
         return;
     }
     struct hs_traces *t =
         hs_traces_wrap(owned->data, owned->len, owned->cap, scan->spans, scan->resource_spans);
     if (!t) {
-        respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
+        hs_otlp_recv_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
         return;
     }
     *owned = (struct hs_buf){0}; /* the batch owns the bytes now */
@@ -417,9 +394,9 @@ static void deliver(struct otlp *r, struct hs_http_request *req, enum body_type 
         answer_ok(req, type, rejected);
     } else {
         hs_counter_add(k->refused, scan->spans);
-        respond_status(req, type, rc == HS_EAGAIN ? 503 : 400,
-                       rc == HS_EAGAIN ? CODE_UNAVAILABLE : CODE_INVALID_ARGUMENT,
-                       hs_strerror(rc), rc == HS_EAGAIN ? &retry : NULL, rc == HS_EAGAIN);
+        hs_otlp_recv_status(req, type, rc == HS_EAGAIN ? 503 : 400,
+                            rc == HS_EAGAIN ? CODE_UNAVAILABLE : CODE_INVALID_ARGUMENT,
+                            hs_strerror(rc), rc == HS_EAGAIN ? &retry : NULL, rc == HS_EAGAIN);
     }
 }
 
@@ -433,8 +410,8 @@ static void process(struct otlp *r, struct hs_http_request *req, enum body_type 
     uint32_t invalid = 0;
     int rc = hs_otlp_traces_scan(p, len, &r->limits, count_invalid_ids, &invalid, &scan);
     if (rc) {
-        reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "malformed",
-               scan.err[0] ? scan.err : hs_strerror(rc));
+        hs_otlp_recv_reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "malformed",
+                            scan.err[0] ? scan.err : hs_strerror(rc));
         return;
     }
     if (invalid) {
@@ -445,7 +422,7 @@ static void process(struct otlp *r, struct hs_http_request *req, enum body_type 
         p = owned->data;
         len = owned->len;
         if (rc) {
-            respond_status(req, type, 503, CODE_UNAVAILABLE, hs_strerror(rc), NULL, 0);
+            hs_otlp_recv_status(req, type, 503, CODE_UNAVAILABLE, hs_strerror(rc), NULL, 0);
             return;
         }
         hs_counter_add(k->rejected, invalid);
@@ -472,26 +449,42 @@ static bool authenticate(struct otlp *r, struct hs_http_request *req, enum body_
         if (res != HS_AUTH_OK) {
             struct hs_http_header ch[2];
             size_t n = hs_auth_challenges(r->auth, res, ch);
-            respond_status(req, type, 401, HS_GRPC_UNAUTHENTICATED, hs_auth_message(res), ch, n);
+            hs_otlp_recv_status(req, type, 401, HS_GRPC_UNAUTHENTICATED, hs_auth_message(res), ch,
+                                n);
             return false;
         }
     }
     tenant->authenticated = token_tenant != NULL;
     if (!hs_auth_request_tenant(req, token_tenant, &tenant->id)) {
-        reject(r, req, type, 400, "bad_tenant",
-               "X-Scope-OrgID: not a valid tenant id (1-150 of A-Z a-z 0-9 ! - _ . * ' ( ))");
+        hs_otlp_recv_reject(
+            r, req, type, 400, "bad_tenant",
+            "X-Scope-OrgID: not a valid tenant id (1-150 of A-Z a-z 0-9 ! - _ . * ' ( ))");
         return false;
     }
     return true;
 }
 
+/* Whether the receiver feeds a pipeline of that signal (outside a service: every signal). A
+ * signal it feeds none of is not served at all, as otelcol registers no handler for it: its
+ * path is a 404 and its gRPC method UNIMPLEMENTED, rather than data accepted into nowhere. */
+static bool serves(const struct otlp *r, enum hs_signal sig)
+{
+    return !r->base.signals || (r->base.signals & sig);
+}
+
 /* What OTLP/HTTP checks before the body, in this order: path (404), method (405), credentials
- * and tenant, media type (415). Answers and returns false on the first that fails. */
+ * and tenant, media type (415). Answers and returns false on the first that fails; *sig is the
+ * signal the path names. */
 static bool http_precheck(struct otlp *r, struct hs_http_request *req, enum body_type *type,
-                          struct req_tenant *tenant)
+                          struct req_tenant *tenant, enum hs_signal *sig)
 {
     static const struct hs_http_header allow = {HS_STR("allow"), HS_STR("POST")};
-    if (!hs_str_eq(req->path, r->conf.protocols.http.traces_url_path)) {
+    const struct otlp_http_config *hc = &r->conf.protocols.http;
+    if (hs_str_eq(req->path, hc->traces_url_path) && serves(r, HS_SIGNAL_TRACES)) {
+        *sig = HS_SIGNAL_TRACES;
+    } else if (hs_str_eq(req->path, hc->profiles_url_path) && serves(r, HS_SIGNAL_PROFILES)) {
+        *sig = HS_SIGNAL_PROFILES;
+    } else {
         hs_http_respond_text(req, 404, "404 page not found\n");
         return false;
     }
@@ -517,7 +510,8 @@ static void otlp_headers(void *ud, struct hs_http_request *req)
 {
     enum body_type type;
     struct req_tenant tenant;
-    http_precheck(ud, req, &type, &tenant);
+    enum hs_signal sig;
+    http_precheck(ud, req, &type, &tenant, &sig);
 }
 
 /* The server's on_too_large: a body over max_request_body_size (it passed http_precheck), told
@@ -530,7 +524,7 @@ static void otlp_too_large(void *ud, struct hs_http_request *req)
     char msg[160];
     snprintf(msg, sizeof(msg), "request body exceeds max_request_body_size (%llu bytes)",
              (unsigned long long)r->conf.protocols.http.server.max_request_body_size);
-    reject(r, req, type, 413, "too_large", msg);
+    hs_otlp_recv_reject(r, req, type, 413, "too_large", msg);
 }
 
 static void otlp_handle(void *ud, struct hs_http_request *req)
@@ -538,8 +532,9 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
     struct otlp *r = ud;
     enum body_type type;
     struct req_tenant tenant;
+    enum hs_signal sig;
     /* passed at headers time already; run again for the tenant (see authenticate) */
-    if (!http_precheck(r, req, &type, &tenant))
+    if (!http_precheck(r, req, &type, &tenant, &sig))
         return;
     /* the request's bytes: the body where it lies, or `owned` once decompressed/converted */
     struct hs_buf owned = {0};
@@ -550,6 +545,10 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
     if (owned.data) {
         p = owned.data;
         len = owned.len;
+    }
+    if (sig == HS_SIGNAL_PROFILES) {
+        hs_otlp_recv_profiles(r, req, type, p, len, tenant);
+        goto out;
     }
     if (type == BODY_JSON) {
         struct hs_buf wire = {0};
@@ -563,12 +562,12 @@ static void otlp_handle(void *ud, struct hs_http_request *req)
         len = owned.len;
         if (rc == HS_ENOMEM) {
             static const struct hs_http_header retry = {HS_STR("retry-after"), HS_STR("1")};
-            respond_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
+            hs_otlp_recv_status(req, type, 503, CODE_UNAVAILABLE, "out of memory", &retry, 1);
             goto out;
         }
         if (rc) {
-            reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "bad_json",
-                   msg[0] ? msg : hs_strerror(rc));
+            hs_otlp_recv_reject(r, req, type, 400, rc == HS_E2BIG ? "over_limit" : "bad_json",
+                                msg[0] ? msg : hs_strerror(rc));
             goto out;
         }
     }
@@ -579,14 +578,21 @@ out:
 
 /* What OTLP/gRPC checks before the message: gRPC itself (415, UNIMPLEMENTED), the method
  * (UNIMPLEMENTED), credentials and tenant (UNAUTHENTICATED, INVALID_ARGUMENT). */
-static bool grpc_precheck(struct otlp *r, struct hs_http_request *req, struct req_tenant *tenant)
+static bool grpc_precheck(struct otlp *r, struct hs_http_request *req, struct req_tenant *tenant,
+                          enum hs_signal *sig)
 {
     if (!hs_grpc_request_ok(req))
         return false;
-    if (!hs_str_eq(req->path, GRPC_PATH)) {
-        char msg[200];
-        snprintf(msg, sizeof(msg), "unknown method %.*s (served: " GRPC_PATH ")",
-                 (int)HS_MIN(req->path.len, 100), req->path.ptr);
+    bool traces = serves(r, HS_SIGNAL_TRACES), profiles = serves(r, HS_SIGNAL_PROFILES);
+    if (hs_str_eq(req->path, GRPC_PATH) && traces) {
+        *sig = HS_SIGNAL_TRACES;
+    } else if (hs_str_eq(req->path, GRPC_PROFILES_PATH) && profiles) {
+        *sig = HS_SIGNAL_PROFILES;
+    } else {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "unknown method %.*s (served: %s%s%s)",
+                 (int)HS_MIN(req->path.len, 100), req->path.ptr, traces ? GRPC_PATH : "",
+                 traces && profiles ? ", " : "", profiles ? GRPC_PROFILES_PATH : "");
         hs_grpc_respond(req, HS_GRPC_UNIMPLEMENTED, msg, NULL, 0, false, 0);
         return false;
     }
@@ -596,16 +602,19 @@ static bool grpc_precheck(struct otlp *r, struct hs_http_request *req, struct re
 static void otlp_grpc_headers(void *ud, struct hs_http_request *req)
 {
     struct req_tenant tenant;
-    grpc_precheck(ud, req, &tenant);
+    enum hs_signal sig;
+    grpc_precheck(ud, req, &tenant, &sig);
 }
 
-/* POST TraceService/Export over HTTP/2: the message out of its frame, then as over HTTP. */
+/* POST TraceService/Export or ProfilesService/Export over HTTP/2: the message out of its
+ * frame, then as over HTTP. */
 static void otlp_grpc_handle(void *ud, struct hs_http_request *req)
 {
     struct otlp *r = ud;
     struct req_tenant tenant;
+    enum hs_signal sig;
     /* passed at headers time already; run again for the tenant (see authenticate) */
-    if (!grpc_precheck(r, req, &tenant))
+    if (!grpc_precheck(r, req, &tenant, &sig))
         return;
     struct hs_buf owned = {0};
     const uint8_t *p;
@@ -625,6 +634,8 @@ static void otlp_grpc_handle(void *ud, struct hs_http_request *req)
                                           "Requests answered with an error, by reason", labels),
                        1);
         hs_grpc_respond(req, code, err, NULL, 0, false, 0);
+    } else if (sig == HS_SIGNAL_PROFILES) {
+        hs_otlp_recv_profiles(r, req, BODY_GRPC, p, len, tenant);
     } else {
         process(r, req, BODY_GRPC, p, len, &owned, tenant);
     }
@@ -643,6 +654,12 @@ static void counters_init(struct otlp *r, const struct hs_host *host, enum trans
     k->rejected = hs_metrics_counter(host->metrics, "receiver_rejected_spans_total",
                                      "Spans rejected as invalid (answered as partial success)",
                                      k->labels);
+    /* the pyroscope receiver's families: a profile is one Profile message here */
+    k->accepted_profiles = hs_metrics_counter(host->metrics, "receiver_accepted_profiles_total",
+                                              "Profiles accepted into the pipeline", k->labels);
+    k->refused_profiles =
+        hs_metrics_counter(host->metrics, "receiver_refused_profiles_total",
+                           "Profiles refused because the pipeline was full", k->labels);
 }
 
 static void otlp_server_closed(void *ud)
@@ -734,8 +751,9 @@ static void otlp_destroy(struct hs_component *c)
 const struct hs_component_type hs_receiver_otlp = {
     .name = "otlp",
     .kind = HS_KIND_RECEIVER,
-    .signals = HS_SIGNAL_TRACES,
-    .doc = "OTLP traces over HTTP (protobuf and JSON, gzip) and gRPC (h2c, gzip).",
+    .signals = HS_SIGNAL_TRACES | HS_SIGNAL_PROFILES,
+    .profile_kinds = HS_PROFILES_KIND_OTLP,
+    .doc = "OTLP traces and profiles over HTTP (protobuf and JSON, gzip) and gRPC (h2c, gzip).",
     .fields = otlp_fields,
     .create = otlp_create,
     .start = otlp_start,
