@@ -28,6 +28,8 @@ import { fetchMetrics, metric, metricSum } from './lib/metrics.mjs';
 import { postProto } from './lib/http.mjs';
 import { waitFor } from './lib/wait.mjs';
 import * as otlp from './lib/otlp.mjs';
+import { encodeProfilesRequest, expectedPprof } from './lib/otlp_profiles.mjs';
+import { summarizePprof } from './lib/pprof.mjs';
 import {
   startNatsCluster, natsServerVersion, startNatsProxy, natsPublish, framePayload, streamState,
 } from './lib/nats.mjs';
@@ -551,5 +553,78 @@ service:
     // refused at the first attempt, or by libnats' own retry right after: either way it is said
     await hs.waitForLog(/(cannot connect to NATS: |NATS connection closed \()[Aa]uthorization [Vv]iolation/, 15000);
     assert.equal(metricSum(await fetchMetrics(hs.ports.admin), 'hotspan_nats_connected'), 0);
+  });
+});
+
+describe('nats: OTLP profiles cross the bus as pprof, converted once', () => {
+  const OTLP_STREAM = 'HOTSPAN_OTLP';
+  let producer;
+  let consumer;
+  let psink;
+  after(async () => {
+    for (const r of await Promise.all([producer, consumer].filter(Boolean).map((h) => h.stop()))) {
+      assert.equal(r.code, 0, `exit code on SIGTERM\n${r.logs.slice(-30).join('\n')}`);
+    }
+    await psink?.stop();
+  });
+
+  it('an OTLP profiles request reaches the gateway\'s Pyroscope exporter with the source totals, functions and span values', async () => {
+    const url = cluster.nodes.find((n) => n.running).url;
+    psink = await startPyroscopeSink();
+    producer = await startHotspan(`receivers:
+  otlp: {protocols: {http: {endpoint: '127.0.0.1:0'}}}
+exporters:
+  nats:
+    servers: [${url}]
+    stream: {name: ${OTLP_STREAM}, replicas: 1, max_bytes: 16MiB}
+    subject_prefix: otlpprof
+    partitions: 2
+    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
+service:
+  telemetry: {admin: '127.0.0.1:0'}
+  pipelines:
+    profiles: {receivers: [otlp], exporters: [nats]}
+`, { waitFor: ['admin', 'otlp'] });
+    consumer = await startHotspan(`receivers:
+  nats:
+    servers: [${url}]
+    stream: ${OTLP_STREAM}
+    subject_prefix: otlpprof
+    partitions: 2
+    durable: gw
+    fetch_timeout: 300ms
+exporters:
+  pyroscope: {endpoint: 'http://127.0.0.1:${psink.port}'}
+service:
+  telemetry: {admin: '127.0.0.1:0'}
+  pipelines:
+    profiles: {receivers: [nats], exporters: [pyroscope]}
+`, { waitFor: ['admin'] });
+    const spanId = 'a1b2c3d4e5f60718';
+    const p = {
+      sampleType: ['samples', 'count'], periodType: ['cpu', 'nanoseconds'], period: 10000000,
+      timeNanos: BigInt(Date.now() - 20000) * 1000000n, durationNanos: 10000000000n,
+      samples: [
+        { stack: ['main', 'Checkout.post', 'Tax.compute'], value: 7,
+          link: { traceId: '0123456789abcdef0123456789abcdef', spanId } },
+        { stack: ['main', 'Checkout.post'], value: 2 },
+      ],
+    };
+    const body = encodeProfilesRequest({ resources: [{ attributes: { 'service.name': 'checkout' },
+      scopes: [{ profiles: [p] }] }] });
+    const res = await postProto(producer.ports.otlp, body, {}, '/v1development/profiles');
+    assert.equal(res.status, 200);
+    await psink.waitFor(() => psink.profiles('push').length >= 1, 30000, () => 'the profile at the sink');
+    const got = psink.profiles('push');
+    assert.equal(got.length, 1);
+    assert.equal(got[0].labels.service_name, 'checkout');
+    assert.equal(got[0].labels.__name__, 'process_cpu');
+    const have = summarizePprof(got[0].raw);
+    const want = expectedPprof(p);
+    assert.deepEqual(have.totals, want.totals);
+    assert.deepEqual(have.functions['Tax.compute'], want.functions['Tax.compute']);
+    assert.deepEqual(have.spans, want.spans);
+    assert.equal(metric(await fetchMetrics(producer.ports.admin), 'hotspan_exporter_sent_profiles_total',
+      { exporter: 'nats', signal: 'profiles' }), 1);
   });
 });
