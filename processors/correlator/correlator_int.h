@@ -302,7 +302,7 @@ uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_st
 /* Forgets services not seen for idle_ms. */
 void corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms);
 
-/* ---- latency baseline (baseline.c) ------------------------------------------------------ */
+/* ---- latency baseline (latency.c) ------------------------------------------------------- */
 
 struct corr_lat;
 
@@ -320,7 +320,7 @@ uint64_t corr_latency_observe(struct corr_latency *l, struct hs_str tenant, stru
                               struct hs_str name, uint64_t dur_ns, uint32_t *n);
 size_t corr_latency_bytes(const struct corr_latency *l);
 
-/* ---- N+1 fragments (nplus1.c) ----------------------------------------------------------- */
+/* ---- N+1 fragments (fragments.c) -------------------------------------------------------- */
 
 struct corr_frag_group {
     uint64_t hash;

@@ -1,4 +1,4 @@
-/* nplus1.c: a small bounded index of recent trace fragments, (tenant, trace id, parent span id)
+/* fragments.c: a small bounded index of recent trace fragments, (tenant, trace id, parent span id)
  * -> children counted by name and by normalized db.statement, to tell a slow span that it made
  * the same call many times (N+1). A ring: the oldest fragment is overwritten first (counted).
  * The tenant is in the key because a trace id crosses tenants when services of two tenants

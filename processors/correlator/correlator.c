@@ -1,6 +1,6 @@
 /* correlator.c: the correlator processor (design.md §7): indexes profiles as they pass, finds slow
  * spans, parks those whose profile is still to come, and releases them annotated with what the
- * profiles say (processors/correlator/: index, baseline, match, nplus1, ui). One instance sees both
+ * profiles say (beside it: index, latency, match, fragments, ui). One instance sees both
  * signals (`shared`): traces go on to `next`, profiles, unchanged and at once, to
  * `next_profiles`. */
 #include <inttypes.h>

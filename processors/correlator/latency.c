@@ -1,4 +1,4 @@
-/* baseline.c: per (tenant, service, span name) streaming latency baseline, so "slow" can be
+/* latency.c: per (tenant, service, span name) streaming latency baseline, so "slow" can be
  * relative (slow.factor x p50) as well as absolute. A fixed log-bucket histogram per key, a
  * bounded number of keys, least recently used out first (counted). */
 #include <math.h>
