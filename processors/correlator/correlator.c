@@ -211,14 +211,14 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
         c->stats.cold[i] = &c->stats.dummy;
     for (int i = 0; i < CORR_EXT_N; i++)
         c->stats.extended[i] = &c->stats.dummy;
-    corr_index_init(&c->index, &c->conf, &c->stats);
+    hs_corr_index_init(&c->index, &c->conf, &c->stats);
     c->index.rules = c->rules;
-    corr_seen_init(&c->seen, c->conf.limits.max_services, &c->stats.ev_seen);
+    hs_corr_seen_init(&c->seen, c->conf.limits.max_services, &c->stats.ev_seen);
     c->index.on_evict = on_evict;
     c->index.ud = c;
-    corr_latency_init(&c->latency, &c->stats);
-    corr_frags_init(&c->frags, &c->stats);
-    corr_ui_init(&c->ui, c->conf.ui.enabled ? c->conf.ui.recent : 0);
+    hs_corr_latency_init(&c->latency, &c->stats);
+    hs_corr_fragments_init(&c->frags, &c->stats);
+    hs_corr_ui_init(&c->ui, c->conf.ui.enabled ? c->conf.ui.recent : 0);
     c->log_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     c->tenant_rl = (struct hs_ratelimit)HS_RATELIMIT_INIT(10000, 5);
     c->clock = mono_clock;
@@ -324,7 +324,7 @@ static void release(struct correlator *c, struct corr_parked **ps, uint32_t n,
     uint64_t now = now_ms(c);
     for (uint32_t i = 0; i < n; i++) {
         at[2 * i] = attrs.len;
-        enum corr_match k = corr_annotate(c, &ps[i]->span, why, &attrs);
+        enum corr_match k = hs_corr_annotate(c, &ps[i]->span, why, &attrs);
         at[2 * i + 1] = attrs.len;
         if (ps[i]->cold) /* it waited for its service's first profile: did it come? */
             hs_counter_add(c->stats.cold[k != CORR_MATCH_NONE ? CORR_COLD_MATCHED
@@ -423,7 +423,7 @@ static void release_service(struct correlator *c, struct corr_svc *svc, bool all
     uint32_t n = 0;
     struct corr_parked **ps = hs_xmalloc(HS_MAX(svc->nparked, 1) * sizeof(*ps));
     uint64_t now = now_ms(c);
-    int64_t covered = corr_svc_covered(svc, now, &c->conf);
+    int64_t covered = hs_corr_cadence_covered(svc, now, &c->conf);
     for (struct corr_parked *p = svc->parked, *nx; p; p = nx) {
         nx = p->svc_next;
         /* a span parked before the service's first upload leaves once all of that upload's
@@ -433,7 +433,7 @@ static void release_service(struct correlator *c, struct corr_svc *svc, bool all
             parked_unlink(c, p);
             ps[n++] = p;
         } else {
-            corr_parked_extend(&c->conf, p, now);
+            hs_corr_cadence_extend(&c->conf, p, now);
         }
     }
     release(c, ps, n, CORR_REASON_NONE);
@@ -549,7 +549,8 @@ static bool is_slow(struct correlator *c, const struct corr_span *s, char *reaso
         snprintf(reason, cap, "threshold %" PRIu64 "ms", c->conf.slow.threshold_ms);
     if (c->conf.slow.factor > 0) {
         uint32_t n;
-        uint64_t p50 = corr_latency_observe(&c->latency, s->tenant, s->service, s->name, dur, &n);
+        uint64_t p50 =
+            hs_corr_latency_observe(&c->latency, s->tenant, s->service, s->name, dur, &n);
         if (!slow && n >= c->conf.slow.min_samples && p50 > 0 &&
             (double)dur > c->conf.slow.factor * (double)p50) {
             char p[32];
@@ -589,14 +590,14 @@ static int visit_span(void *ud, const struct hs_span_view *v)
     if (!x->seen_service.ptr || s.service.ptr != x->seen_service.ptr ||
         s.service.len != x->seen_service.len || s.tenant.ptr != x->seen_tenant.ptr ||
         s.tenant.len != x->seen_tenant.len) {
-        x->first_seen_ms = corr_seen_touch(&c->seen, s.tenant, s.service, x->now_ms);
+        x->first_seen_ms = hs_corr_seen_touch(&c->seen, s.tenant, s.service, x->now_ms);
         x->seen_tenant = s.tenant;
         x->seen_service = s.service.ptr ? s.service : (struct hs_str){"", 0};
     }
     if (v->parent_span_id.len == 8 && v->trace_id.len == 16) {
         struct hs_str stmt = {"", 0};
         hs_span_attr_str(x->data, v, HS_ATTR_DB_STATEMENT, &stmt);
-        corr_frags_add(&c->frags, s.tenant, v->trace_id, v->parent_span_id, v->name, stmt);
+        hs_corr_fragments_add(&c->frags, s.tenant, v->trace_id, v->parent_span_id, v->name, stmt);
     }
     if (!is_slow(c, &s, s.slow_reason, sizeof(s.slow_reason)))
         return 0;
@@ -673,7 +674,7 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
                 HS_MAX(p->deadline_ms, r->first_seen_ms + c->conf.first_profile_wait_ms);
         p->need_until_ns = (int64_t)(r->span.end_ns + c->conf.slack_ms * 1000000);
         p->span = r->span;
-        corr_parked_extend(&c->conf, p, now);
+        hs_corr_cadence_extend(&c->conf, p, now);
         park(c, p);
     }
     hs_traces_unref(group); /* the parked spans hold it now */
@@ -689,9 +690,9 @@ static struct corr_svc *waits_for(struct correlator *c, struct slow_rec *r)
         return NULL;
     const struct corr_span *s = &r->span;
     uint64_t now = now_ms(c);
-    struct corr_svc *svc = corr_index_find(&c->index, s->tenant, s->service);
+    struct corr_svc *svc = hs_corr_index_find(&c->index, s->tenant, s->service);
     if (svc && svc->ntypes > 0 && svc->last_seen_ms + c->conf.retention_ms >= now) {
-        if (corr_svc_covered(svc, now, &c->conf) >=
+        if (hs_corr_cadence_covered(svc, now, &c->conf) >=
             (int64_t)(s->end_ns + c->conf.slack_ms * 1000000))
             return NULL; /* its profile is here already */
         return svc;
@@ -701,7 +702,7 @@ static struct corr_svc *waits_for(struct correlator *c, struct slow_rec *r)
         return NULL;
     }
     r->cold = true;
-    return corr_index_get(&c->index, s->tenant, s->service, now);
+    return hs_corr_index_get(&c->index, s->tenant, s->service, now);
 }
 
 static int corr_consume_traces(struct hs_component *base, struct hs_traces *batch)
@@ -730,9 +731,8 @@ static int corr_consume_traces(struct hs_component *base, struct hs_traces *batc
     /* a service made for a cold start may have evicted one an earlier span waits for: looked
      * up again, and a span whose service is gone is annotated now */
     for (uint32_t i = 0; i < x.nslow; i++)
-        if (x.slow[i].svc &&
-            (x.slow[i].svc = corr_index_find(&c->index, x.slow[i].span.tenant,
-                                             x.slow[i].span.service)))
+        if (x.slow[i].svc && (x.slow[i].svc = hs_corr_index_find(&c->index, x.slow[i].span.tenant,
+                                                                 x.slow[i].span.service)))
             nwait++;
     /* the spans that go on now: annotated in place, or taken out when they wait */
     struct hs_buf attrs = {0};
@@ -741,7 +741,7 @@ static int corr_consume_traces(struct hs_component *base, struct hs_traces *batc
     for (uint32_t i = 0; i < x.nslow; i++) {
         at[2 * i] = attrs.len;
         if (!x.slow[i].svc)
-            corr_annotate(c, &x.slow[i].span, CORR_REASON_NONE, &attrs);
+            hs_corr_annotate(c, &x.slow[i].span, CORR_REASON_NONE, &attrs);
         at[2 * i + 1] = attrs.len;
     }
     for (uint32_t i = 0; i < x.nslow; i++)
@@ -785,7 +785,7 @@ static int corr_consume_profiles(struct hs_component *base, struct hs_profiles *
     uint64_t now = now_ms(c);
     for (uint32_t i = 0; i < mine->count; i++) {
         /* released at once: a later add may evict this service */
-        struct corr_svc *s = corr_index_add(&c->index, mine->tenant, mine->items[i], now);
+        struct corr_svc *s = hs_corr_index_add(&c->index, mine->tenant, mine->items[i], now);
         if (s && s->nparked)
             release_service(c, s, false);
     }
@@ -831,8 +831,8 @@ void hs_correlator_tick(struct hs_component *base)
         p = c->parked_head; /* the list changed */
     }
     outq_flush(c);
-    corr_index_expire(&c->index, now);
-    corr_seen_expire(&c->seen, now, c->conf.retention_ms);
+    hs_corr_index_expire(&c->index, now);
+    hs_corr_seen_expire(&c->seen, now, c->conf.retention_ms);
     if (!c->closing && c->nparked == 0 && c->noutq == 0 && c->timer_open)
         uv_timer_stop(&c->timer); /* armed again by the next park */
 }
@@ -853,13 +853,13 @@ static void housekeep_closed(uv_handle_t *h)
         c->done(&c->base);
 }
 
-/* Expiry and shedding (corr_index_housekeep) on a schedule of their own: the parking timer runs
+/* Expiry and shedding (hs_corr_index_housekeep) on a schedule of their own: the parking timer runs
  * only while spans are parked, and none are while the memory_limiter refuses every span. */
 void hs_correlator_housekeep(struct hs_component *base)
 {
     struct correlator *c = hs_container_of(base, struct correlator, base);
     size_t before = c->index.bytes;
-    uint32_t n = corr_index_housekeep(&c->index, base->metrics, now_ms(c)), supp;
+    uint32_t n = hs_corr_index_housekeep(&c->index, base->metrics, now_ms(c)), supp;
     if (n && hs_ratelimit_allow(&c->log_rl, now_ms(c), &supp))
         hs_log_warn(base->id,
                     "a memory_limiter refuses data: shed the %u least recently used services "
@@ -900,7 +900,7 @@ static double gauge_parked(void *ud)
 static double gauge_bytes(void *ud)
 {
     struct correlator *c = ud;
-    return (double)(c->index.bytes + corr_latency_bytes(&c->latency) +
+    return (double)(c->index.bytes + hs_corr_latency_bytes(&c->latency) +
                     c->frags.cap * sizeof(struct corr_frag) + c->seen.bytes);
 }
 
@@ -972,7 +972,7 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
     hs_metrics_gauge(m, "correlator_index_bytes", "Memory of the correlator's indexes", L(""),
                      gauge_bytes, c);
     if (c->ui.cap && host->admin) {
-        int rc = hs_admin_route(host->admin, "/ui", corr_ui_handle, c);
+        int rc = hs_admin_route(host->admin, "/ui", hs_corr_ui_handle, c);
         if (rc == 0)
             c->admin = host->admin;
         else if (rc == HS_EEXIST) /* one page per admin endpoint: the first correlator's */
@@ -981,7 +981,7 @@ static int corr_start(struct hs_component *base, const struct hs_host *host)
         else
             hs_log_warn(base->id, "no room for /ui on the admin endpoint: the page is off");
         if (rc != 0) /* no page to show it on: keep no ring */
-            corr_ui_free(&c->ui);
+            hs_corr_ui_free(&c->ui);
     }
     if (c->ui.cap) {
         hs_metrics_gauge(m, "correlator_ui_bytes", "Memory of the recent slow spans kept for /ui",
@@ -1046,11 +1046,11 @@ static void corr_destroy(struct hs_component *base)
         hs_traces_unref(c->outq[i]);
     free(c->outq);
     free(c->delays);
-    corr_index_free(&c->index);
-    corr_latency_free(&c->latency);
-    corr_frags_free(&c->frags);
-    corr_seen_free(&c->seen);
-    corr_ui_free(&c->ui);
+    hs_corr_index_free(&c->index);
+    hs_corr_latency_free(&c->latency);
+    hs_corr_fragments_free(&c->frags);
+    hs_corr_seen_free(&c->seen);
+    hs_corr_ui_free(&c->ui);
     hs_frame_rules_free(c->rules);
     hs_config_free_fields(corr_fields, &c->conf);
     free(c);

@@ -243,43 +243,37 @@ struct corr_index {
     uint64_t shed_reading_ms; /* the memory_limiter reading the index was last shed for */
 };
 
-int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
-                    struct corr_stats *stats);
-void corr_index_free(struct corr_index *ix);
+int hs_corr_index_init(struct corr_index *ix, const struct corr_config *conf,
+                       struct corr_stats *stats);
+void hs_corr_index_free(struct corr_index *ix);
 /* Reads p (borrowed) into the index of (tenant, p's service); returns the service or NULL when
  * the profile was not indexed (no summary, too old). */
-struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
-                                const struct hs_profile *p, uint64_t now_ms);
-struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
-                                 struct hs_str service);
+struct corr_svc *hs_corr_index_add(struct corr_index *ix, const char *tenant,
+                                   const struct hs_profile *p, uint64_t now_ms);
+struct corr_svc *hs_corr_index_find(struct corr_index *ix, struct hs_str tenant,
+                                    struct hs_str service);
 /* Frees services not seen for `retention`. */
-void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
+void hs_corr_index_expire(struct corr_index *ix, uint64_t now_ms);
 /* The service of (tenant, service), made (without profiles) when absent: a place for the spans
  * of a service whose first profile is still to come. */
-struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
-                                uint64_t now_ms);
+struct corr_svc *hs_corr_index_get(struct corr_index *ix, struct hs_str tenant,
+                                   struct hs_str service, uint64_t now_ms);
 /* The service's types in the order matching tries them (by rank); returns their count. */
-uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
-/* Frees the least recently used services until the index counts at most `bytes`, each counted
- * in `why`; returns how many left. */
-uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why);
+uint32_t hs_corr_svc_types(struct corr_svc *svc, struct corr_type **out);
 /* Expires services, and sheds half the index (ev_shed) when a memory_limiter registered in m
  * has a reading above its soft limit that it was not shed for yet. Returns services shed. */
-uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
+uint32_t hs_corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
-int corr_index_scratch(struct corr_index *ix, size_t n);
+int hs_corr_index_scratch(struct corr_index *ix, size_t n);
 /* A stamp no ix->mark entry holds yet: mark[fid] == it says "seen in this pass". */
-uint32_t corr_index_stamp(struct corr_index *ix);
+uint32_t hs_corr_index_stamp(struct corr_index *ix);
 /* The display name of a function name (writes into out, returns its length). */
-size_t corr_display_name(const char *name, char *out, size_t cap);
+size_t hs_corr_display_name(const char *name, char *out, size_t cap);
 /* What a type measures, from its id and its sample type (naming.c). */
-enum corr_kind corr_type_kind(const char *id, const char *type);
+enum corr_kind hs_corr_type_kind(const char *id, const char *type);
 /* Does a type of this kind (corr_type.rank) record waiting: goroutines (mostly blocked ones),
  * mutex, block? A wall profile records where the time went, on CPU or off. */
-bool corr_kind_waits(int rank);
-struct hs_profile_summary;
-/* The columns of a profile the index reads (1 or 2, into cols); returns their count. */
-uint32_t corr_index_columns(const struct hs_profile_summary *sum, uint32_t cols[2]);
+bool hs_corr_kind_waits(int rank);
 
 /* ---- first seen (seen.c) ---------------------------------------------------------------- */
 
@@ -294,13 +288,13 @@ struct corr_seen {
     struct hs_counter **evicted;
 };
 
-void corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted);
-void corr_seen_free(struct corr_seen *t);
+void hs_corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted);
+void hs_corr_seen_free(struct corr_seen *t);
 /* Records that (tenant, service) showed at now_ms; returns when it was first seen. */
-uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
-                         uint64_t now_ms);
+uint64_t hs_corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
+                            uint64_t now_ms);
 /* Forgets services not seen for idle_ms. */
-void corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms);
+void hs_corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms);
 
 /* ---- latency baseline (latency.c) ------------------------------------------------------- */
 
@@ -313,12 +307,13 @@ struct corr_latency {
     struct corr_stats *stats;
 };
 
-void corr_latency_init(struct corr_latency *l, struct corr_stats *stats);
-void corr_latency_free(struct corr_latency *l);
+void hs_corr_latency_init(struct corr_latency *l, struct corr_stats *stats);
+void hs_corr_latency_free(struct corr_latency *l);
 /* Returns the p50 (ns) of earlier spans of the key and their count in *n, then records dur. */
-uint64_t corr_latency_observe(struct corr_latency *l, struct hs_str tenant, struct hs_str service,
-                              struct hs_str name, uint64_t dur_ns, uint32_t *n);
-size_t corr_latency_bytes(const struct corr_latency *l);
+uint64_t hs_corr_latency_observe(struct corr_latency *l, struct hs_str tenant,
+                                 struct hs_str service, struct hs_str name, uint64_t dur_ns,
+                                 uint32_t *n);
+size_t hs_corr_latency_bytes(const struct corr_latency *l);
 
 /* ---- N+1 fragments (fragments.c) -------------------------------------------------------- */
 
@@ -339,23 +334,23 @@ struct corr_frag {
     struct corr_frag_group groups[CORR_FRAG_GROUPS];
 };
 
-struct corr_frags {
+struct corr_fragments {
     struct corr_frag *entries; /* a ring: the oldest is overwritten first */
     uint32_t n, cap, head;     /* head: the oldest entry once the ring is full */
     uint32_t *chains;          /* [CORR_FRAG_ENTRIES * 2]: index + 1 */
     struct corr_stats *stats;
 };
 
-void corr_frags_init(struct corr_frags *f, struct corr_stats *stats);
-void corr_frags_free(struct corr_frags *f);
+void hs_corr_fragments_init(struct corr_fragments *f, struct corr_stats *stats);
+void hs_corr_fragments_free(struct corr_fragments *f);
 /* Counts a child span under (tenant, trace id, parent span id) by its name and its statement. */
-void corr_frags_add(struct corr_frags *f, struct hs_str tenant, struct hs_str trace_id,
-                    struct hs_str parent, struct hs_str name, struct hs_str statement);
+void hs_corr_fragments_add(struct corr_fragments *f, struct hs_str tenant, struct hs_str trace_id,
+                           struct hs_str parent, struct hs_str name, struct hs_str statement);
 /* The largest group of children of (tenant, trace id, span id), or NULL. */
-const struct corr_frag_group *corr_frags_best(struct corr_frags *f, struct hs_str tenant,
-                                              struct hs_str trace_id, struct hs_str span_id);
+const struct corr_frag_group *hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
+                                                     struct hs_str trace_id, struct hs_str span_id);
 /* "SELECT * FROM t WHERE id = ?": numbers and quoted strings to ?, whitespace collapsed. */
-size_t corr_normalize_statement(struct hs_str in, char *out, size_t cap);
+size_t hs_corr_normalize_statement(struct hs_str in, char *out, size_t cap);
 
 /* ---- the processor (correlator.c) and annotation (match.c) ------------------------------ */
 
@@ -388,22 +383,14 @@ struct corr_parked {
 
 /* Learns the type's upload period from a profile of [from_ns, until_ns] arriving at now_ms
  * (before t->last_ms is set to it). */
-void corr_type_learn_period(struct corr_type *t, int64_t from_ns, int64_t until_ns,
-                            uint64_t now_ms);
-/* How long after a type's last upload its next one is still expected: its period plus a
- * grace of a quarter of it, at least max_wait, at most max_wait_cap (max_wait when 0). */
-uint64_t corr_type_patience_ms(const struct corr_config *conf, const struct corr_type *t);
+void hs_corr_cadence_learn(struct corr_type *t, int64_t from_ns, int64_t until_ns, uint64_t now_ms);
 /* How far the service's profiles reach: the least max_until_ns of the types still expected
  * (an upload of several types is complete once the last of them arrived). */
-int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms,
-                         const struct corr_config *conf);
-/* When the service's uploads reaching until_ns are expected to have come, each by its type's
- * period and last arrival, plus the grace; 0 when no expected type's period is known. */
-uint64_t corr_svc_expected_ms(const struct corr_svc *svc, int64_t until_ns, uint64_t now_ms,
-                              const struct corr_config *conf);
+int64_t hs_corr_cadence_covered(const struct corr_svc *svc, uint64_t now_ms,
+                                const struct corr_config *conf);
 /* Moves p's deadline to when the upload expected to cover it is due, plus the grace, when that
  * is later; at most max_wait_cap after its arrival (p->extended, p->capped say so). */
-void corr_parked_extend(const struct corr_config *conf, struct corr_parked *p, uint64_t now);
+void hs_corr_cadence_extend(const struct corr_config *conf, struct corr_parked *p, uint64_t now);
 
 typedef uint64_t (*hs_corr_clock_fn)(void *ud);
 
@@ -508,34 +495,34 @@ struct corr_ui {
     struct hs_counter dummy;
 };
 
-void corr_ui_init(struct corr_ui *ui, uint32_t cap);
-void corr_ui_free(struct corr_ui *ui);
+void hs_corr_ui_init(struct corr_ui *ui, uint32_t cap);
+void hs_corr_ui_free(struct corr_ui *ui);
 /* Copies what the note says (bounded: CORR_UI_*) into the ring, evicting the oldest entry. */
-void corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n);
+void hs_corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n);
 /* The newest entry with that span id (hex, either case) of `tenant` (NULL: any), or NULL. */
-const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
-                                         const char *tenant);
+const struct corr_ui_entry *hs_corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
+                                            const char *tenant);
 /* i = 0 is the newest. */
-const struct corr_ui_entry *corr_ui_get(const struct corr_ui *ui, uint32_t i);
+const struct corr_ui_entry *hs_corr_ui_get(const struct corr_ui *ui, uint32_t i);
 /* The /ui pages, into out. The list shows one tenant's spans: `tenant`'s, or (NULL) the newest
  * span's tenant's; with `choose` (an operator) it links every tenant kept, else it names no
  * other tenant. */
-int corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
-                        const char *tenant, bool choose, struct hs_buf *out);
+int hs_corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
+                           const char *tenant, bool choose, struct hs_buf *out);
 /* One span by its hex id, of `tenant` (NULL: any). Returns 0, or HS_ENOENT when no such entry
  * (another tenant's span is not there either). */
-int corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
-                        struct hs_str span_hex, const char *tenant, struct hs_buf *out);
-void corr_ui_render_not_found(struct hs_buf *out);
+int hs_corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
+                           struct hs_str span_hex, const char *tenant, struct hs_buf *out);
+void hs_corr_ui_render_not_found(struct hs_buf *out);
 /* A page saying `title`: `text` (both plain text, escaped here). */
-void corr_ui_render_message(struct hs_buf *out, const char *title, const char *text);
+void hs_corr_ui_render_message(struct hs_buf *out, const char *title, const char *text);
 /* HTML-escapes n bytes of s into out (& < > " ' as entities). */
-void corr_html_escape(struct hs_buf *out, const char *s, size_t n);
+void hs_corr_html_escape(struct hs_buf *out, const char *s, size_t n);
 
 struct hs_http_request;
 /* The admin handler for /ui and /ui/span/<id>; ud is the correlator, tenant the caller's
  * (hs_admin_handler). */
-void corr_ui_handle(void *ud, struct hs_http_request *req, const char *tenant);
+void hs_corr_ui_handle(void *ud, struct hs_http_request *req, const char *tenant);
 
 struct correlator {
     struct hs_component base;
@@ -543,7 +530,7 @@ struct correlator {
     struct corr_stats stats;
     struct corr_index index;
     struct corr_latency latency;
-    struct corr_frags frags;
+    struct corr_fragments frags;
     struct corr_seen seen;
     struct hs_frame_rules *rules;
     struct corr_ui ui;
@@ -568,14 +555,14 @@ struct correlator {
 };
 
 /* Percent-encodes s (NUL-terminated) for a URL's query: all but unreserved characters. */
-void corr_url_escape(struct hs_buf *b, const char *s);
+void hs_corr_url_escape(struct hs_buf *b, const char *s);
 /* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
-const char *corr_reason_name(enum corr_reason r);
+const char *hs_corr_reason_name(enum corr_reason r);
 
 /* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
  * when nothing matches), off CPU, N+1, link. Returns the match kind. */
-enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
-                              enum corr_reason fallback, struct hs_buf *attrs);
+enum corr_match hs_corr_annotate(struct correlator *c, const struct corr_span *s,
+                                 enum corr_reason fallback, struct hs_buf *attrs);
 
 /* ---- matched samples (match.c) and what they say (explain.c) ---------------------------- */
 
@@ -588,7 +575,7 @@ struct corr_matched {
     int64_t lo_ns, hi_ns;
     int64_t window_total; /* all samples of the window */
     uint32_t *wfids;      /* functions with samples in the window; totals in index scratch
-                           * until corr_window_close */
+                           * until hs_corr_match_close */
     uint32_t nwfids;
     struct corr_mstack *stacks; /* the matched samples' stacks (capped for an exact match) */
     uint32_t nstacks, capstacks;
@@ -598,16 +585,15 @@ struct corr_matched {
     enum corr_match kind;
 };
 
-void corr_matched_push(struct corr_matched *m, const uint32_t *fids, uint32_t depth, int64_t v);
 /* Zeroes the scratch the window's totals took. */
-void corr_window_close(struct correlator *c, struct corr_matched *m);
-void corr_matched_free(struct correlator *c, struct corr_matched *m);
+void hs_corr_match_close(struct correlator *c, struct corr_matched *m);
+void hs_corr_match_free(struct correlator *c, struct corr_matched *m);
 /* Is the function (by display name) the span's own? Either name may be the qualified one:
  * spans "findByEmail" and "UserRepository.findByEmail" both name the function
  * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
  * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
  * give the bare method. */
-bool corr_name_matches(const char *disp, struct hs_str span_name);
+bool hs_corr_name_matches(const char *disp, struct hs_str span_name);
 
 struct corr_explain_keys {
     const char *top, *hot; /* the attribute names */
@@ -625,12 +611,12 @@ struct corr_explained {
 };
 
 /* Writes the top functions and the hot path of m (its window still open) under keys. */
-void corr_explain(const struct correlator *c, const struct corr_matched *m, struct hs_str span_name,
-                  const struct corr_explain_keys *keys, struct hs_buf *attrs,
-                  struct corr_explained *ex);
+void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
+                     struct hs_str span_name, const struct corr_explain_keys *keys,
+                     struct hs_buf *attrs, struct corr_explained *ex);
 /* profile.grown_functions of m's window (still open); fills note->grown when note. */
-void corr_put_grown(const struct correlator *c, const struct corr_matched *m, struct hs_buf *attrs,
-                    struct corr_ui_note *note);
+void hs_corr_explain_grown(const struct correlator *c, const struct corr_matched *m,
+                           struct hs_buf *attrs, struct corr_ui_note *note);
 
 /* For tests and the bench: time comes from fn (milliseconds, any epoch) instead of uv's. */
 void hs_correlator_set_clock(struct hs_component *c, hs_corr_clock_fn fn, void *ud);

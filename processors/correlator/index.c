@@ -144,8 +144,8 @@ static void svc_remove(struct corr_index *ix, struct corr_svc *s, struct hs_coun
     svc_free(ix, s);
 }
 
-int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
-                    struct corr_stats *stats)
+int hs_corr_index_init(struct corr_index *ix, const struct corr_config *conf,
+                       struct corr_stats *stats)
 {
     memset(ix, 0, sizeof(*ix));
     ix->conf = conf;
@@ -156,7 +156,7 @@ int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
     return 0;
 }
 
-void corr_index_free(struct corr_index *ix)
+void hs_corr_index_free(struct corr_index *ix)
 {
     ix->on_evict = NULL;
     while (ix->lru_head) {
@@ -213,8 +213,8 @@ static size_t make_key(struct hs_str tenant, struct hs_str service, char *buf, s
     return len;
 }
 
-struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
-                                 struct hs_str service)
+struct corr_svc *hs_corr_index_find(struct corr_index *ix, struct hs_str tenant,
+                                    struct hs_str service)
 {
     char buf[256], *heap;
     size_t len = make_key(tenant, service, buf, sizeof(buf), &heap);
@@ -257,8 +257,8 @@ static struct corr_svc *svc_get(struct corr_index *ix, struct hs_str t, struct h
     return s;
 }
 
-struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
-                                uint64_t now_ms)
+struct corr_svc *hs_corr_index_get(struct corr_index *ix, struct hs_str tenant,
+                                   struct hs_str service, uint64_t now_ms)
 {
     struct corr_svc *s = svc_get(ix, tenant, service);
     if (s->ntypes == 0)
@@ -351,7 +351,7 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     struct corr_name *nm = &s->names[fid];
     size_t n = strlen(name), fl = strlen(file);
     char disp[256];
-    size_t dlen = corr_display_name(name, disp, sizeof(disp));
+    size_t dlen = hs_corr_display_name(name, disp, sizeof(disp));
     nm->name = hs_xstrndup(name, n);
     nm->file = hs_xstrndup(file, fl);
     nm->disp = dlen == n && memcmp(disp, name, n) == 0 ? nm->name : hs_xstrndup(disp, dlen);
@@ -371,7 +371,7 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     return fid;
 }
 
-uint32_t corr_index_stamp(struct corr_index *ix)
+uint32_t hs_corr_index_stamp(struct corr_index *ix)
 {
     if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
         memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
@@ -380,7 +380,7 @@ uint32_t corr_index_stamp(struct corr_index *ix)
     return ix->stamp;
 }
 
-int corr_index_scratch(struct corr_index *ix, size_t n)
+int hs_corr_index_scratch(struct corr_index *ix, size_t n)
 {
     if (n <= ix->nscratch)
         return 0;
@@ -418,7 +418,7 @@ static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, con
     struct corr_type *t = &s->types[s->ntypes++];
     memset(t, 0, sizeof(*t));
     t->id = hs_xstrdup(id);
-    t->rank = (int)corr_type_kind(id, type);
+    t->rank = (int)hs_corr_type_kind(id, type);
     t->cpu_ns = t->rank == CORR_KIND_CPU && strcmp(unit, "nanoseconds") == 0;
     t->nring = (uint32_t)HS_MAX(1, ix->conf->retention_ms / ix->conf->bucket_ms);
     t->ring = hs_xcalloc(t->nring, sizeof(*t->ring));
@@ -428,7 +428,7 @@ static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, con
     return t;
 }
 
-uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out)
+uint32_t hs_corr_svc_types(struct corr_svc *svc, struct corr_type **out)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < svc->ntypes; i++) { /* insertion by rank; equal ranks keep order */
@@ -708,7 +708,7 @@ static ssize_t span_add(struct corr_index *ix, struct corr_spanagg *a,
         d += span_stacks_room(a);
         d += topk_add(a->stacks, &a->nstacks, a->capstacks, &a->other, fids, depth,
                       hash_bytes(fids, depth * sizeof(*fids), 7), v);
-        uint32_t stamp = corr_index_stamp(ix);
+        uint32_t stamp = hs_corr_index_stamp(ix);
         for (uint32_t k = 0; k < st->depth; k++) {
             uint32_t f = fmap[st->funcs[k]];
             if (ix->mark[f] != stamp) { /* recursion: once per sample */
@@ -787,6 +787,29 @@ static void svc_trim(struct corr_index *ix, struct corr_svc *s, const struct cor
     }
 }
 
+/* The columns of a profile the index reads: "cpu" and "wall" (a Node wall profile carries
+ * both) as two types; otherwise one: alloc_space (a Go heap profile: what was allocated in the
+ * window, not what is live), else the summary's main column. Returns their count. */
+static uint32_t index_columns(const struct hs_profile_summary *sum, uint32_t cols[2])
+{
+    uint32_t n = 0, cpu = UINT32_MAX, wall = UINT32_MAX, alloc = UINT32_MAX;
+    for (uint32_t t = 0; t < sum->ntypes; t++) {
+        if (strcmp(sum->types[t], "cpu") == 0 && cpu == UINT32_MAX)
+            cpu = t;
+        else if (strcmp(sum->types[t], "wall") == 0 && wall == UINT32_MAX)
+            wall = t;
+        else if (strcmp(sum->types[t], "alloc_space") == 0 && alloc == UINT32_MAX)
+            alloc = t;
+    }
+    if (cpu != UINT32_MAX)
+        cols[n++] = cpu;
+    if (wall != UINT32_MAX)
+        cols[n++] = wall;
+    if (n == 0)
+        cols[n++] = alloc != UINT32_MAX ? alloc : sum->main_type;
+    return n;
+}
+
 /* One column of the profile into its type's bucket; NULL when not kept (types full, stale). */
 static struct corr_bucket *index_column(struct corr_index *ix, struct corr_svc *s,
                                         const struct hs_profile *p, uint32_t col, uint32_t **fmap)
@@ -816,7 +839,7 @@ static struct corr_bucket *index_column(struct corr_index *ix, struct corr_svc *
             (*fmap)[i] = name_intern(ix, s, sum->funcs[i].name ? sum->funcs[i].name : "",
                                      sum->funcs[i].file ? sum->funcs[i].file : "");
     }
-    if (corr_index_scratch(ix, s->nnames) != 0)
+    if (hs_corr_index_scratch(ix, s->nnames) != 0)
         return NULL;
     struct corr_bucket *b = bucket_get(ix, s, t, idx);
     bucket_add_funcs(ix, s, b, sum, *fmap, col);
@@ -825,13 +848,13 @@ static struct corr_bucket *index_column(struct corr_index *ix, struct corr_svc *
     b->min_from = HS_MIN(b->min_from, p->from_ns);
     b->max_until = HS_MAX(b->max_until, p->until_ns);
     t->max_until_ns = HS_MAX(t->max_until_ns, p->until_ns);
-    corr_type_learn_period(t, p->from_ns, p->until_ns, s->last_seen_ms);
+    hs_corr_cadence_learn(t, p->from_ns, p->until_ns, s->last_seen_ms);
     t->last_ms = s->last_seen_ms;
     return b;
 }
 
-struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
-                                const struct hs_profile *p, uint64_t now_ms)
+struct corr_svc *hs_corr_index_add(struct corr_index *ix, const char *tenant,
+                                   const struct hs_profile *p, uint64_t now_ms)
 {
     const struct hs_profile_summary *sum = &p->summary;
     const char *service = hs_profile_label(p, ix->conf->labels.profile_service);
@@ -845,7 +868,7 @@ struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
     s->last_seen_ms = now_ms;
     bool first = s->ntypes == 0;
     uint32_t cols[2], *fmap = NULL;
-    uint32_t ncols = corr_index_columns(sum, cols);
+    uint32_t ncols = index_columns(sum, cols);
     struct corr_bucket *b = NULL;
     for (uint32_t i = 0; i < ncols; i++) {
         struct corr_bucket *nb = index_column(ix, s, p, cols[i], &fmap);
@@ -864,14 +887,16 @@ struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
     return s;
 }
 
-void corr_index_expire(struct corr_index *ix, uint64_t now_ms)
+void hs_corr_index_expire(struct corr_index *ix, uint64_t now_ms)
 {
     /* the LRU tail was used least recently: stop at the first one still fresh */
     while (ix->lru_tail && ix->lru_tail->last_seen_ms + ix->conf->retention_ms < now_ms)
         svc_remove(ix, ix->lru_tail, ix->stats->ev_expired);
 }
 
-uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why)
+/* Frees the least recently used services until the index counts at most `bytes`, each counted
+ * in `why`; returns how many left. */
+static uint32_t index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why)
 {
     uint32_t n = 0;
     for (; ix->lru_tail && ix->bytes > bytes; n++)
@@ -892,14 +917,14 @@ static void memory_visit(void *arg, const char *component, const struct hs_healt
  * it so: the index is a cache, and it could not shrink otherwise (no profile gets in to evict,
  * retention would take 15 minutes of refusals). The limiter's next trim hands what was freed
  * back to the system. */
-uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms)
+uint32_t hs_corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms)
 {
-    corr_index_expire(ix, now_ms);
+    hs_corr_index_expire(ix, now_ms);
     uint64_t reading = 0;
     if (m)
         hs_metrics_health_each(m, memory_visit, &reading);
     if (!reading || reading == ix->shed_reading_ms)
         return 0;
     ix->shed_reading_ms = reading;
-    return corr_index_shed(ix, ix->bytes / 2, ix->stats->ev_shed);
+    return index_shed(ix, ix->bytes / 2, ix->stats->ev_shed);
 }

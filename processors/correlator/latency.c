@@ -60,7 +60,7 @@ static void lru_front(struct corr_latency *l, struct corr_lat *e)
         l->lru_tail = e;
 }
 
-void corr_latency_init(struct corr_latency *l, struct corr_stats *stats)
+void hs_corr_latency_init(struct corr_latency *l, struct corr_stats *stats)
 {
     memset(l, 0, sizeof(*l));
     l->mask = 1023;
@@ -68,7 +68,7 @@ void corr_latency_init(struct corr_latency *l, struct corr_stats *stats)
     l->stats = stats;
 }
 
-void corr_latency_free(struct corr_latency *l)
+void hs_corr_latency_free(struct corr_latency *l)
 {
     for (struct corr_lat *e = l->lru_head, *nx; e; e = nx) {
         nx = e->lnext;
@@ -78,7 +78,7 @@ void corr_latency_free(struct corr_latency *l)
     memset(l, 0, sizeof(*l));
 }
 
-size_t corr_latency_bytes(const struct corr_latency *l)
+size_t hs_corr_latency_bytes(const struct corr_latency *l)
 {
     return (l->mask + 1) * sizeof(*l->table) + l->count * (sizeof(struct corr_lat) + 64);
 }
@@ -125,8 +125,9 @@ static uint64_t lat_p50(const struct corr_lat *e)
     return 0;
 }
 
-uint64_t corr_latency_observe(struct corr_latency *l, struct hs_str tenant, struct hs_str service,
-                              struct hs_str name, uint64_t dur_ns, uint32_t *n)
+uint64_t hs_corr_latency_observe(struct corr_latency *l, struct hs_str tenant,
+                                 struct hs_str service, struct hs_str name, uint64_t dur_ns,
+                                 uint32_t *n)
 {
     uint64_t h = lat_hash(tenant, service, name);
     struct corr_lat *e = l->table[h & l->mask];

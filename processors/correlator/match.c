@@ -12,7 +12,7 @@
 #include "pdata/traces_edit.h"
 #include "processors/correlator/correlator_int.h"
 
-void corr_matched_push(struct corr_matched *m, const uint32_t *fids, uint32_t depth, int64_t v)
+static void matched_push(struct corr_matched *m, const uint32_t *fids, uint32_t depth, int64_t v)
 {
     if (m->nstacks == m->capstacks) {
         m->capstacks = m->capstacks ? m->capstacks * 2 : 64;
@@ -35,7 +35,7 @@ static const struct corr_spanagg *bucket_span(const struct corr_bucket *b, struc
     return NULL;
 }
 
-bool corr_name_matches(const char *disp, struct hs_str span_name)
+bool hs_corr_name_matches(const char *disp, struct hs_str span_name)
 {
     struct hs_str fn = {disp, strlen(disp)};
     return hs_str_ends_with_name(fn, span_name) || hs_str_ends_with_name(span_name, fn);
@@ -58,7 +58,7 @@ static void collect_buckets(struct corr_matched *m, struct corr_type *t)
 static void collect_window(struct correlator *c, struct corr_matched *m)
 {
     int64_t *wtot = c->index.scratch;
-    uint32_t stamp = corr_index_stamp(&c->index);
+    uint32_t stamp = hs_corr_index_stamp(&c->index);
     m->wfids = hs_xmalloc(HS_MAX(m->svc->nnames, 1) * sizeof(*m->wfids));
     m->nwfids = 0;
     m->window_total = 0;
@@ -76,7 +76,7 @@ static void collect_window(struct correlator *c, struct corr_matched *m)
     }
 }
 
-void corr_window_close(struct correlator *c, struct corr_matched *m)
+void hs_corr_match_close(struct correlator *c, struct corr_matched *m)
 {
     for (uint32_t i = 0; i < m->nwfids; i++) /* the scratch is zero between uses */
         c->index.scratch[m->wfids[i]] = 0;
@@ -85,9 +85,9 @@ void corr_window_close(struct correlator *c, struct corr_matched *m)
     m->nwfids = 0;
 }
 
-void corr_matched_free(struct correlator *c, struct corr_matched *m)
+void hs_corr_match_free(struct correlator *c, struct corr_matched *m)
 {
-    corr_window_close(c, m);
+    hs_corr_match_close(c, m);
     free(m->stacks);
     free(m->ftot);
     m->stacks = NULL;
@@ -109,7 +109,7 @@ static bool match_exact(struct corr_matched *m, struct hs_str span_id)
         for (uint32_t k = 0; k < a->nfuncs; k++)
             m->ftot[a->funcs[k].fid] += a->funcs[k].total;
         for (uint32_t k = 0; k < a->nstacks; k++)
-            corr_matched_push(m, a->stacks[k].fids, a->stacks[k].depth, a->stacks[k].value);
+            matched_push(m, a->stacks[k].fids, a->stacks[k].depth, a->stacks[k].value);
     }
     m->total = m->span_value;
     if (m->total > 0) {
@@ -126,7 +126,7 @@ static bool match_subtree(struct correlator *c, struct corr_matched *m, struct h
     uint32_t anchor = UINT32_MAX;
     for (uint32_t i = 0; i < m->nwfids; i++) { /* the heaviest function named like the span */
         uint32_t f = m->wfids[i];
-        if (corr_name_matches(m->svc->names[f].disp, name) &&
+        if (hs_corr_name_matches(m->svc->names[f].disp, name) &&
             (anchor == UINT32_MAX || wtot[f] > wtot[anchor]))
             anchor = f;
     }
@@ -137,7 +137,7 @@ static bool match_subtree(struct correlator *c, struct corr_matched *m, struct h
             const struct corr_stack *st = &m->buckets[i]->stacks[k];
             for (uint32_t d = 0; d < st->depth; d++)
                 if (st->fids[d] == anchor) {
-                    corr_matched_push(m, st->fids + d, st->depth - d, st->value);
+                    matched_push(m, st->fids + d, st->depth - d, st->value);
                     break;
                 }
         }
@@ -154,7 +154,7 @@ static void match_window(struct corr_matched *m)
     for (uint32_t i = 0; i < m->nbuckets; i++)
         for (uint32_t k = 0; k < m->buckets[i]->nstacks; k++) {
             const struct corr_stack *st = &m->buckets[i]->stacks[k];
-            corr_matched_push(m, st->fids, st->depth, st->value);
+            matched_push(m, st->fids, st->depth, st->value);
         }
     m->total = m->window_total;
     m->kind = CORR_MATCH_WINDOW;
@@ -210,7 +210,7 @@ static bool find_window(struct correlator *c, struct corr_matched *m, struct cor
                 match_window(m);
             return true;
         }
-        corr_window_close(c, m);
+        hs_corr_match_close(c, m);
     }
     return false;
 }
@@ -248,15 +248,15 @@ static bool own_samples_known(struct corr_matched *m, const struct corr_span *s,
 static bool find_match(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
                        enum corr_reason *why)
 {
-    m->svc = corr_index_find(&c->index, s->tenant, s->service);
+    m->svc = hs_corr_index_find(&c->index, s->tenant, s->service);
     struct corr_type *types[CORR_MAX_TYPES], *waits[CORR_MAX_TYPES];
-    uint32_t n = m->svc ? corr_svc_types(m->svc, types) : 0, nw = 0;
+    uint32_t n = m->svc ? hs_corr_svc_types(m->svc, types) : 0, nw = 0;
     *why = CORR_REASON_NO_PROFILES_FOR_SERVICE;
     if (n == 0)
         return false;
     set_window(c, s, m);
     *why = CORR_REASON_NO_PROFILE_IN_WINDOW;
-    if (corr_index_scratch(&c->index, m->svc->nnames) != 0)
+    if (hs_corr_index_scratch(&c->index, m->svc->nnames) != 0)
         return false;
     if (find_exact(c, m, types, n, s->span_id))
         return true;
@@ -321,7 +321,7 @@ static bool waited(const struct corr_span *s, const struct corr_matched *m, doub
         return false;
     if (share >= 0)
         return share < CORR_OFFCPU_SHARE;
-    if (corr_kind_waits(m->type->rank))
+    if (hs_corr_kind_waits(m->type->rank))
         return true;
     if (m->type->rank != CORR_KIND_CPU)
         return false;
@@ -339,7 +339,7 @@ static bool find_offcpu(struct correlator *c, const struct corr_span *s,
                         const struct corr_matched *m, struct corr_matched *o)
 {
     struct corr_type *all[CORR_MAX_TYPES], *types[CORR_MAX_TYPES], *waits[CORR_MAX_TYPES];
-    uint32_t n = corr_svc_types(m->svc, all), nt = 0, nw = 0;
+    uint32_t n = hs_corr_svc_types(m->svc, all), nt = 0, nw = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (all[i]->rank == CORR_KIND_CPU)
             continue;
@@ -356,7 +356,7 @@ static bool find_offcpu(struct correlator *c, const struct corr_span *s,
 
 /* ---- attributes ------------------------------------------------------------------------- */
 
-void corr_url_escape(struct hs_buf *b, const char *s)
+void hs_corr_url_escape(struct hs_buf *b, const char *s)
 {
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
@@ -383,7 +383,7 @@ static void put_link(struct correlator *c, struct corr_matched *m, struct hs_buf
     hs_buf_putc(&q, 0);
     size_t bl = strlen(base);
     hs_buf_printf(u, "%.*s/?query=", (int)(bl && base[bl - 1] == '/' ? bl - 1 : bl), base);
-    corr_url_escape(u, (const char *)q.data);
+    hs_corr_url_escape(u, (const char *)q.data);
     hs_buf_printf(u, "&from=%lld&until=%lld", (long long)(m->lo_ns / 1000000000),
                   (long long)((m->hi_ns + 999999999) / 1000000000));
     hs_attr_string(attrs, HS_ATTR_PROFILE_LINK, (const char *)u->data, u->len);
@@ -400,7 +400,7 @@ static const char *const reason_names[] = {
     [CORR_REASON_NO_SAMPLES_OF_SPAN] = "no_samples_of_span",
 };
 
-const char *corr_reason_name(enum corr_reason r)
+const char *hs_corr_reason_name(enum corr_reason r)
 {
     return (size_t)r < HS_ARRAY_SIZE(reason_names) ? reason_names[r] : "";
 }
@@ -408,7 +408,8 @@ const char *corr_reason_name(enum corr_reason r)
 static const struct corr_frag_group *put_nplus1(struct correlator *c, const struct corr_span *s,
                                                 struct hs_buf *attrs)
 {
-    const struct corr_frag_group *g = corr_frags_best(&c->frags, s->tenant, s->trace_id, s->span_id);
+    const struct corr_frag_group *g =
+        hs_corr_fragments_best(&c->frags, s->tenant, s->trace_id, s->span_id);
     if (!g || g->count < c->conf.n_plus_one.min_count)
         return NULL;
     hs_attr_string(attrs, HS_ATTR_PATTERN, "n_plus_one", 10);
@@ -443,8 +444,8 @@ static void put_offcpu(struct correlator *c, const struct corr_span *s, struct c
     static const struct corr_explain_keys keys = {HS_ATTR_PROFILE_OFFCPU_TOP_FUNCTIONS,
                                                   HS_ATTR_PROFILE_OFFCPU_HOT_PATH};
     struct corr_explained ex = {.path = opath};
-    corr_explain(c, o, s->name, &keys, attrs, &ex);
-    corr_window_close(c, o);
+    hs_corr_explain(c, o, s->name, &keys, attrs, &ex);
+    hs_corr_match_close(c, o);
     if (!note)
         return;
     note->off.type = o->type->id;
@@ -471,16 +472,16 @@ static void put_match(struct correlator *c, const struct corr_span *s, struct co
     static const struct corr_explain_keys keys = {HS_ATTR_PROFILE_TOP_FUNCTIONS,
                                                   HS_ATTR_PROFILE_HOT_PATH};
     struct corr_explained ex = {.path = path};
-    corr_explain(c, m, s->name, &keys, attrs, &ex);
+    hs_corr_explain(c, m, s->name, &keys, attrs, &ex);
     double share = cpu_share(c, s, m);
     if (m->kind == CORR_MATCH_SPAN)
         put_span_id(s, attrs);
     if (share >= 0)
         hs_attr_double(attrs, HS_ATTR_PROFILE_CPU_SHARE, share);
-    corr_put_grown(c, m, attrs, note);
+    hs_corr_explain_grown(c, m, attrs, note);
     struct hs_buf link = {0};
     put_link(c, m, attrs, &link);
-    corr_window_close(c, m); /* the off-CPU match needs the scratch */
+    hs_corr_match_close(c, m); /* the off-CPU match needs the scratch */
     struct corr_matched o = {0};
     put_offcpu(c, s, m, share, &o, opath, attrs, note);
     if (note) {
@@ -503,14 +504,14 @@ static void put_match(struct correlator *c, const struct corr_span *s, struct co
         note->span = s;
         note->kind = m->kind;
         note->nplus1 = g;
-        corr_ui_record(&c->ui, note); /* while path[] and the stacks are alive */
+        hs_corr_ui_record(&c->ui, note); /* while path[] and the stacks are alive */
     }
-    corr_matched_free(c, &o);
+    hs_corr_match_free(c, &o);
     hs_buf_free(&link);
 }
 
-enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
-                              enum corr_reason fallback, struct hs_buf *attrs)
+enum corr_match hs_corr_annotate(struct correlator *c, const struct corr_span *s,
+                                 enum corr_reason fallback, struct hs_buf *attrs)
 {
     hs_attr_bool(attrs, HS_ATTR_SLOW, true);
     hs_attr_string(attrs, HS_ATTR_SLOW_REASON, s->slow_reason, strlen(s->slow_reason));
@@ -542,11 +543,11 @@ enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
                                           .svc = m.svc,
                                           .cpu_share = share,
                                           .nplus1 = g};
-            corr_ui_record(&c->ui, note);
+            hs_corr_ui_record(&c->ui, note);
         }
     }
     free(note);
-    corr_matched_free(c, &m);
+    hs_corr_match_free(c, &m);
     hs_counter_add(c->stats.annotated[m.kind], 1);
     return m.kind;
 }

@@ -50,7 +50,7 @@ static void lru_front(struct corr_seen *t, struct corr_seen_entry *e)
         t->lru_tail = e;
 }
 
-void corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted)
+void hs_corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted)
 {
     memset(t, 0, sizeof(*t));
     t->cap = cap ? cap : 1;
@@ -62,7 +62,7 @@ void corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evict
     t->evicted = evicted;
 }
 
-void corr_seen_free(struct corr_seen *t)
+void hs_corr_seen_free(struct corr_seen *t)
 {
     for (struct corr_seen_entry *e = t->lru_head, *nx; e; e = nx) {
         nx = e->lnext;
@@ -84,8 +84,8 @@ static void seen_remove(struct corr_seen *t, struct corr_seen_entry *e)
     free(e);
 }
 
-uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
-                         uint64_t now_ms)
+uint64_t hs_corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
+                            uint64_t now_ms)
 {
     uint64_t h = seen_hash(tenant, service);
     size_t keylen = tenant.len + 1 + service.len;
@@ -120,7 +120,7 @@ uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_st
     return now_ms;
 }
 
-void corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms)
+void hs_corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms)
 {
     while (t->lru_tail && t->lru_tail->last_ms + idle_ms < now_ms)
         seen_remove(t, t->lru_tail);

@@ -12,7 +12,7 @@
 
 #define CORR_UI_NAMES 512 /* distinct function names per entry */
 
-void corr_ui_init(struct corr_ui *ui, uint32_t cap)
+void hs_corr_ui_init(struct corr_ui *ui, uint32_t cap)
 {
     memset(ui, 0, sizeof(*ui));
     ui->cut = &ui->dummy;
@@ -29,7 +29,7 @@ static void entry_free(struct corr_ui *ui, struct corr_ui_entry *e)
     hs_arena_free(e->arena);
 }
 
-void corr_ui_free(struct corr_ui *ui)
+void hs_corr_ui_free(struct corr_ui *ui)
 {
     for (uint32_t i = 0; i < ui->cap; i++)
         entry_free(ui, ui->ring[i]);
@@ -38,20 +38,20 @@ void corr_ui_free(struct corr_ui *ui)
     ui->cap = ui->n = 0;
 }
 
-const struct corr_ui_entry *corr_ui_get(const struct corr_ui *ui, uint32_t i)
+const struct corr_ui_entry *hs_corr_ui_get(const struct corr_ui *ui, uint32_t i)
 {
     if (i >= ui->n)
         return NULL;
     return ui->ring[(ui->head + ui->cap - 1 - i) % ui->cap];
 }
 
-const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
-                                         const char *tenant)
+const struct corr_ui_entry *hs_corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
+                                            const char *tenant)
 {
     if (span_hex.len == 0 || span_hex.len > 16)
         return NULL;
     for (uint32_t i = 0; i < ui->n; i++) {
-        const struct corr_ui_entry *e = corr_ui_get(ui, i);
+        const struct corr_ui_entry *e = hs_corr_ui_get(ui, i);
         if (strlen(e->span_hex) == span_hex.len && hs_str_ieq(span_hex, e->span_hex) &&
             (!tenant || strcmp(e->tenant, tenant) == 0))
             return e;
@@ -316,7 +316,7 @@ static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_ui_
     return e;
 }
 
-void corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n)
+void hs_corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n)
 {
     if (ui->cap == 0)
         return;
@@ -389,7 +389,7 @@ static int query_tenant(struct hs_str q, char *out, size_t cap)
 /* /ui and /ui/span/<id>, one tenant at a time: a tenant's token sees its own (asking for another
  * is 403, another's span 404); an operator (`caller` NULL) chooses with ?tenant=, and without it
  * sees the newest span's tenant on the list and any tenant's span by its id. */
-void corr_ui_handle(void *ud, struct hs_http_request *req, const char *caller)
+void hs_corr_ui_handle(void *ud, struct hs_http_request *req, const char *caller)
 {
     struct correlator *c = ud;
     struct hs_str p = req->path;
@@ -400,26 +400,26 @@ void corr_ui_handle(void *ud, struct hs_http_request *req, const char *caller)
     int status = 200;
     if (q < 0) {
         status = 400;
-        corr_ui_render_message(&b, "Bad request",
-                               "?tenant= is not a tenant /ui could keep (at most 256 bytes, "
-                               "%XX escapes of nonzero bytes).");
+        hs_corr_ui_render_message(&b, "Bad request",
+                                  "?tenant= is not a tenant /ui could keep (at most 256 bytes, "
+                                  "%XX escapes of nonzero bytes).");
     } else if (caller && q == 1 && strcmp(asked, caller) != 0) {
         status = 403;
-        corr_ui_render_message(&b, "Forbidden",
-                               "This credential is a tenant's token: it sees that tenant's "
-                               "spans only.");
+        hs_corr_ui_render_message(&b, "Forbidden",
+                                  "This credential is a tenant's token: it sees that tenant's "
+                                  "spans only.");
     } else if (hs_str_eq(p, "/ui") || hs_str_eq(p, "/ui/")) {
-        corr_ui_render_list(&c->ui, &c->conf, tenant, caller == NULL, &b);
+        hs_corr_ui_render_list(&c->ui, &c->conf, tenant, caller == NULL, &b);
     } else if (p.len > 9 && memcmp(p.ptr, "/ui/span/", 9) == 0) {
         struct hs_str id = {p.ptr + 9, p.len - 9};
-        if (corr_ui_render_span(&c->ui, &c->conf, id, tenant, &b) == HS_ENOENT)
+        if (hs_corr_ui_render_span(&c->ui, &c->conf, id, tenant, &b) == HS_ENOENT)
             status = 404;
     } else {
         status = 404;
     }
     if (status == 404) {
         hs_buf_reset(&b);
-        corr_ui_render_not_found(&b);
+        hs_corr_ui_render_not_found(&b);
     }
     respond_html(req, status, &b);
     hs_buf_free(&b);
