@@ -4,9 +4,12 @@
 #ifndef HS_CORRELATOR_INT_H
 #define HS_CORRELATOR_INT_H
 
+#include <malloc.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "core/common.h"
@@ -258,18 +261,74 @@ void hs_corr_index_expire(struct corr_index *ix, uint64_t now_ms);
  * of a service whose first profile is still to come. */
 struct corr_svc *hs_corr_index_get(struct corr_index *ix, struct hs_str tenant,
                                    struct hs_str service, uint64_t now_ms);
-/* The service's types in the order matching tries them (by rank); returns their count. */
-uint32_t hs_corr_svc_types(struct corr_svc *svc, struct corr_type **out);
 /* Expires services, and sheds half the index (ev_shed) when a memory_limiter registered in m
  * has a reading above its soft limit that it was not shed for yet. Returns services shed. */
 uint32_t hs_corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
 int hs_corr_index_scratch(struct corr_index *ix, size_t n);
+
 /* A stamp no ix->mark entry holds yet: mark[fid] == it says "seen in this pass". */
-uint32_t hs_corr_index_stamp(struct corr_index *ix);
+static inline uint32_t corr_index_stamp(struct corr_index *ix)
+{
+    if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
+        memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
+        ix->stamp = 1;
+    }
+    return ix->stamp;
+}
+
+static inline uint64_t corr_hash_bytes(const void *p, size_t n, uint64_t h)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 32);
+}
+
+/* What an allocation really takes from the heap: the allocator's usable size plus its chunk
+ * header (glibc rounds every request up to 16 bytes, at least 32, and puts 8 before it). The
+ * index counts this, not the sizes it asked for: its many small allocations (a stack's frames,
+ * a function's name) cost up to twice their size, and max_bytes is meant to bound memory. */
+static inline size_t corr_heap_size(const void *p)
+{
+    return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0;
+}
+
+/* Memory the index took (delta > 0) or gave back, counted in the service and the index. */
+static inline void corr_account(struct corr_index *ix, struct corr_svc *svc, ssize_t delta)
+{
+    svc->bytes = (size_t)((ssize_t)svc->bytes + delta);
+    ix->bytes = (size_t)((ssize_t)ix->bytes + delta);
+}
+
+/* ---- profile types and their buckets (buckets.c) ---------------------------------------- */
+
+/* The type of a profile column (its id, sample type and unit), made when new; NULL (counted)
+ * when the service has CORR_MAX_TYPES already. */
+struct corr_type *hs_corr_type_get(struct corr_index *ix, struct corr_svc *s, const char *id,
+                                   const char *type, const char *unit);
+/* Makes bucket number idx the type's newest when it is newer, folding the bucket that closes
+ * into the baseline; false (counted) when idx is older than retention. */
+bool hs_corr_type_advance(struct corr_index *ix, struct corr_svc *s, struct corr_type *t,
+                          int64_t idx);
+void hs_corr_type_free(struct corr_type *t);
+/* The service's types in the order matching tries them (by rank); returns their count. */
+uint32_t hs_corr_svc_types(struct corr_svc *svc, struct corr_type **out);
+/* Adds column col of p to the type's bucket number idx (made, or reused past retention); fmap
+ * maps p's functions to the service's. Returns the bucket. */
+struct corr_bucket *hs_corr_bucket_add(struct corr_index *ix, struct corr_svc *s,
+                                       struct corr_type *t, int64_t idx, const struct hs_profile *p,
+                                       uint32_t col, const uint32_t *fmap);
+/* Frees b; returns what it counted, itself included. */
+size_t hs_corr_bucket_free(struct corr_bucket *b);
+
+/* ---- names (naming.c) ------------------------------------------------------------------- */
+
 /* The display name of a function name (writes into out, returns its length). */
 size_t hs_corr_display_name(const char *name, char *out, size_t cap);
-/* What a type measures, from its id and its sample type (naming.c). */
+/* What a type measures, from its id and its sample type. */
 enum corr_kind hs_corr_type_kind(const char *id, const char *type);
 /* Does a type of this kind (corr_type.rank) record waiting: goroutines (mostly blocked ones),
  * mutex, block? A wall profile records where the time went, on CPU or off. */
@@ -394,7 +453,7 @@ void hs_corr_cadence_extend(const struct corr_config *conf, struct corr_parked *
 
 typedef uint64_t (*hs_corr_clock_fn)(void *ud);
 
-/* ---- the /ui page (ui.c) ---------------------------------------------------------------- */
+/* ---- the /ui page (ui.c: the ring; ui_html.c: the pages; ui_http.c: the handler) ------- */
 
 /* A stack of matched samples, root first (for a subtree match, from the anchor down). */
 struct corr_mstack {
@@ -553,6 +612,43 @@ struct correlator {
     uint64_t *delays;
     size_t ndelays, capdelays;
 };
+
+/* The correlator's clock (milliseconds): uv's monotonic one, or the tests'. */
+static inline uint64_t corr_now_ms(const struct correlator *c)
+{
+    return c->clock(c->clock_ud);
+}
+
+/* ---- settings (config.c) ---------------------------------------------------------------- */
+
+extern const struct hs_config_field hs_corr_fields[];
+/* Decodes cfg into conf and checks what spans keys; builds the library frame rules into
+ * *rules. HS_EINVAL with every problem in err (conf then holds nothing to free). */
+int hs_corr_config_decode(const struct hs_config_node *cfg, const char *path,
+                          struct corr_config *conf, struct hs_frame_rules **rules,
+                          struct hs_error *err);
+void hs_corr_config_free(struct corr_config *conf);
+
+/* ---- parked spans and their release (park.c) ------------------------------------------- */
+
+/* Parks p (the caller's allocation, now the list's), releasing the oldest first when the bounds
+ * would be passed, and arms the timer. */
+void hs_corr_park(struct correlator *c, struct corr_parked *p);
+/* Releases the service's parked spans whose window the profiles now cover, in every type the
+ * service uploads (or all of them); the others wait for the upload expected to cover them. */
+void hs_corr_release_service(struct correlator *c, struct corr_svc *svc, bool all);
+/* What the timer does: releases spans past their deadline and those of services whose first
+ * upload settled, retries refused output, expires services and first sightings. */
+void hs_corr_park_tick(struct correlator *c);
+/* Shutdown's part: releases every parked span, then closes the timer once output is taken. */
+void hs_corr_park_close(struct correlator *c);
+/* Frees what is parked or waiting for downstream without delivering it (destroy). */
+void hs_corr_park_free(struct correlator *c);
+
+/* ---- the traces path (traces.c) --------------------------------------------------------- */
+
+/* The processor's consume_traces: takes batch. */
+int hs_corr_consume_traces(struct hs_component *base, struct hs_traces *batch);
 
 /* Percent-encodes s (NUL-terminated) for a URL's query: all but unreserved characters. */
 void hs_corr_url_escape(struct hs_buf *b, const char *s);

@@ -58,7 +58,7 @@ static void collect_buckets(struct corr_matched *m, struct corr_type *t)
 static void collect_window(struct correlator *c, struct corr_matched *m)
 {
     int64_t *wtot = c->index.scratch;
-    uint32_t stamp = hs_corr_index_stamp(&c->index);
+    uint32_t stamp = corr_index_stamp(&c->index);
     m->wfids = hs_xmalloc(HS_MAX(m->svc->nnames, 1) * sizeof(*m->wfids));
     m->nwfids = 0;
     m->window_total = 0;
