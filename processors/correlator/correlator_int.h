@@ -1,6 +1,12 @@
-/* correlator_int.h: what the correlator's files share (design.md §7): the config, the profile
- * index, the latency and function baselines, the N+1 fragment index and the parked spans. Not
- * for other modules; tests include it for the injectable clock and the timer tick. */
+/* correlator_int.h: what the correlator's files share (design.md §7), one section per file, the
+ * lower ones first: the config and counters; the profile index (index.c, buckets.c); names and
+ * escaping (naming.c, escape.c); first sight, latency and N+1 fragments; the spans and their
+ * parking (cadence.c, park.c, traces.c); matching, explaining and annotating (match.c, explain.c,
+ * annotate.c); the /ui ring and pages, which observe annotations and never call matching (ui.c,
+ * ui_html.c, ui_http.c); and the processor (correlator.c, config.c). Not for other modules;
+ * tests and the bench include it. Functions and data the files share carry the hs_corr_ prefix
+ * (they are external symbols); the types, macros and inline helpers here are the component's
+ * own vocabulary and keep a short corr_ / CORR_ prefix. */
 #ifndef HS_CORRELATOR_INT_H
 #define HS_CORRELATOR_INT_H
 
@@ -12,14 +18,15 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "core/buf.h"
 #include "core/common.h"
 #include "core/component.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "pdata/otlp_wire.h"
 
+struct correlator;
 struct hs_arena;
-struct hs_buf;
 struct hs_profile;
 struct hs_traces;
 
@@ -126,7 +133,7 @@ struct corr_stats {
     struct hs_counter dummy; /* every pointer aims here until start() registers the metrics */
 };
 
-/* ---- profile index (index.c) ------------------------------------------------------------ */
+/* ---- profile index (index.c) ----------------------------------------------------------------- */
 
 struct corr_stack {
     uint32_t *fids; /* root first */
@@ -303,7 +310,7 @@ static inline void corr_account(struct corr_index *ix, struct corr_svc *svc, ssi
     ix->bytes = (size_t)((ssize_t)ix->bytes + delta);
 }
 
-/* ---- profile types and their buckets (buckets.c) ---------------------------------------- */
+/* ---- profile types and their buckets (buckets.c) --------------------------------------------- */
 
 /* The type of a profile column (its id, sample type and unit), made when new; NULL (counted)
  * when the service has CORR_MAX_TYPES already. */
@@ -324,7 +331,7 @@ struct corr_bucket *hs_corr_bucket_add(struct corr_index *ix, struct corr_svc *s
 /* Frees b; returns what it counted, itself included. */
 size_t hs_corr_bucket_free(struct corr_bucket *b);
 
-/* ---- names (naming.c) ------------------------------------------------------------------- */
+/* ---- names (naming.c) ------------------------------------------------------------------------ */
 
 /* The display name of a function name (writes into out, returns its length). */
 size_t hs_corr_display_name(const char *name, char *out, size_t cap);
@@ -333,8 +340,23 @@ enum corr_kind hs_corr_type_kind(const char *id, const char *type);
 /* Does a type of this kind (corr_type.rank) record waiting: goroutines (mostly blocked ones),
  * mutex, block? A wall profile records where the time went, on CPU or off. */
 bool hs_corr_kind_waits(int rank);
+/* Is the function (by display name) the span's own? Either name may be the qualified one:
+ * spans "findByEmail" and "UserRepository.findByEmail" both name the function
+ * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
+ * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
+ * give the bare method. */
+bool hs_corr_name_matches(const char *disp, struct hs_str span_name);
+/* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
+const char *hs_corr_reason_name(enum corr_reason r);
 
-/* ---- first seen (seen.c) ---------------------------------------------------------------- */
+/* ---- escaping (escape.c) --------------------------------------------------------------------- */
+
+/* Percent-encodes s (NUL-terminated) for a URL's query: all but unreserved characters. */
+void hs_corr_url_escape(struct hs_buf *b, const char *s);
+/* HTML-escapes n bytes of s into out (& < > " ' as entities). */
+void hs_corr_html_escape(struct hs_buf *out, const char *s, size_t n);
+
+/* ---- first seen (seen.c) --------------------------------------------------------------------- */
 
 struct corr_seen_entry;
 
@@ -355,7 +377,7 @@ uint64_t hs_corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs
 /* Forgets services not seen for idle_ms. */
 void hs_corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms);
 
-/* ---- latency baseline (latency.c) ------------------------------------------------------- */
+/* ---- latency baseline (latency.c) ------------------------------------------------------------ */
 
 struct corr_lat;
 
@@ -374,7 +396,7 @@ uint64_t hs_corr_latency_observe(struct corr_latency *l, struct hs_str tenant,
                                  uint32_t *n);
 size_t hs_corr_latency_bytes(const struct corr_latency *l);
 
-/* ---- N+1 fragments (fragments.c) -------------------------------------------------------- */
+/* ---- N+1 fragments (fragments.c) ------------------------------------------------------------- */
 
 struct corr_frag_group {
     uint64_t hash;
@@ -411,7 +433,7 @@ const struct corr_frag_group *hs_corr_fragments_best(struct corr_fragments *f, s
 /* "SELECT * FROM t WHERE id = ?": numbers and quoted strings to ?, whitespace collapsed. */
 size_t hs_corr_normalize_statement(struct hs_str in, char *out, size_t cap);
 
-/* ---- the processor (correlator.c) and annotation (match.c) ------------------------------ */
+/* ---- slow spans and the parked ones (traces.c, park.c) --------------------------------------- */
 
 /* What annotation needs of a slow span; views point into the batch holding it. */
 struct corr_span {
@@ -438,7 +460,7 @@ struct corr_parked {
     struct corr_span span;
 };
 
-/* ---- upload cadence (cadence.c) --------------------------------------------------------- */
+/* ---- upload cadence (cadence.c) -------------------------------------------------------------- */
 
 /* Learns the type's upload period from a profile of [from_ns, until_ns] arriving at now_ms
  * (before t->last_ms is set to it). */
@@ -451,9 +473,7 @@ int64_t hs_corr_cadence_covered(const struct corr_svc *svc, uint64_t now_ms,
  * is later; at most max_wait_cap after its arrival (p->extended, p->capped say so). */
 void hs_corr_cadence_extend(const struct corr_config *conf, struct corr_parked *p, uint64_t now);
 
-typedef uint64_t (*hs_corr_clock_fn)(void *ud);
-
-/* ---- the /ui page (ui.c: the ring; ui_html.c: the pages; ui_http.c: the handler) ------- */
+/* ---- matched samples (match.c) --------------------------------------------------------------- */
 
 /* A stack of matched samples, root first (for a subtree match, from the anchor down). */
 struct corr_mstack {
@@ -462,8 +482,77 @@ struct corr_mstack {
     int64_t value;
 };
 
-/* What one annotation found, handed to the /ui ring; everything is borrowed for the call. */
-struct corr_ui_note {
+/* The samples of one profile type that matched a span. */
+struct corr_matched {
+    struct corr_svc *svc;
+    struct corr_type *type;
+    struct corr_bucket *buckets[64]; /* the type's buckets in the window */
+    uint32_t nbuckets;
+    int64_t lo_ns, hi_ns;
+    int64_t window_total; /* all samples of the window */
+    uint32_t *wfids;      /* functions with samples in the window; totals in index scratch
+                           * until hs_corr_match_close */
+    uint32_t nwfids;
+    struct corr_mstack *stacks; /* the matched samples' stacks (capped for an exact match) */
+    uint32_t nstacks, capstacks;
+    int64_t total;      /* the matched samples (kept stacks and folded ones) */
+    int64_t span_value; /* exact: samples carrying the span id */
+    int64_t *ftot;      /* exact: each function's total over all of them, by fid */
+    enum corr_match kind;
+};
+
+/* Zeroes the scratch the window's totals took. */
+
+/* Finds the samples of s's service matching s (exact, subtree or window); false (with *why)
+ * when there are none. m is the caller's, zeroed; hs_corr_match_free frees it either way. */
+bool hs_corr_match_find(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
+                        enum corr_reason *why);
+/* CPU ns under the span id / the span's duration, from m or the service's CPU profiles that
+ * label spans; -1 when not known. */
+double hs_corr_match_cpu_share(struct correlator *c, const struct corr_span *s,
+                               const struct corr_matched *m);
+/* When s waited (share, or m, says CPU does not explain it): the samples of where, into o
+ * (zeroed, freed by the caller), from the types other than CPU. False when it did not wait or
+ * nothing says where. */
+bool hs_corr_match_offcpu(struct correlator *c, const struct corr_span *s,
+                          const struct corr_matched *m, double share, struct corr_matched *o);
+/* Zeroes the scratch the window's totals took. */
+void hs_corr_match_close(struct correlator *c, struct corr_matched *m);
+void hs_corr_match_free(struct correlator *c, struct corr_matched *m);
+
+/* ---- what matched samples say (explain.c) ---------------------------------------------------- */
+
+struct corr_note;
+
+struct corr_explain_keys {
+    const char *top, *hot; /* the attribute names */
+};
+
+struct corr_explained {
+    uint32_t *path; /* [CORR_MAX_STACK_DEPTH], the caller's: the whole hot path, root first */
+    uint32_t npath;
+    struct {
+        uint32_t fid;
+        double share;
+        const char *lib; /* "(in lib)", or NULL */
+    } top[20];
+    uint32_t ntop;
+};
+
+/* Writes the top functions and the hot path of m (its window still open) under keys. */
+void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
+                     struct hs_str span_name, const struct corr_explain_keys *keys,
+                     struct hs_buf *attrs, struct corr_explained *ex);
+/* profile.grown_functions of m's window (still open); fills note->grown when note. */
+void hs_corr_explain_grown(const struct correlator *c, const struct corr_matched *m,
+                           struct hs_buf *attrs, struct corr_note *note);
+
+/* ---- annotation (annotate.c) ----------------------------------------------------------------- */
+
+/* What annotating one slow span found, in structured form: the correlator hands it to its
+ * observers (the /ui ring) once the span is annotated. The views point into the span's batch,
+ * the index and `own`: good until either changes, so observers copy what they keep. */
+struct corr_note {
     const struct corr_span *span;
     enum corr_match kind;
     enum corr_reason reason; /* with kind NONE */
@@ -498,7 +587,24 @@ struct corr_ui_note {
         const uint32_t *path;
         uint32_t npath;
     } off;
+    struct { /* what the views above point into when annotation wrote them: the note's own */
+        uint32_t path[CORR_MAX_STACK_DEPTH], off_path[CORR_MAX_STACK_DEPTH];
+        struct hs_buf link;
+        struct corr_mstack *stacks; /* the matched stacks (stacks above) */
+    } own;
 };
+
+/* An empty note, and its end (what it owns with it; NULL is fine). */
+struct corr_note *hs_corr_note_new(void);
+void hs_corr_note_free(struct corr_note *n);
+/* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
+ * when nothing matches), off CPU, N+1, link; fills note (when not NULL) with the same, for the
+ * observers. Returns the match kind. */
+enum corr_match hs_corr_annotate(struct correlator *c, const struct corr_span *s,
+                                 enum corr_reason fallback, struct hs_buf *attrs,
+                                 struct corr_note *note);
+
+/* ---- the /ui page (ui.c: the ring; ui_html.c: the pages; ui_http.c: the handler) ------------- */
 
 /* One recent slow span as /ui shows it: a copy, so it outlives the batch and the index. All of
  * it lives in its own arena, capped at CORR_UI_ENTRY_BYTES. Names are indices into names[]. */
@@ -557,7 +663,7 @@ struct corr_ui {
 void hs_corr_ui_init(struct corr_ui *ui, uint32_t cap);
 void hs_corr_ui_free(struct corr_ui *ui);
 /* Copies what the note says (bounded: CORR_UI_*) into the ring, evicting the oldest entry. */
-void hs_corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n);
+void hs_corr_ui_record(struct corr_ui *ui, const struct corr_note *n);
 /* The newest entry with that span id (hex, either case) of `tenant` (NULL: any), or NULL. */
 const struct corr_ui_entry *hs_corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
                                             const char *tenant);
@@ -575,13 +681,15 @@ int hs_corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *c
 void hs_corr_ui_render_not_found(struct hs_buf *out);
 /* A page saying `title`: `text` (both plain text, escaped here). */
 void hs_corr_ui_render_message(struct hs_buf *out, const char *title, const char *text);
-/* HTML-escapes n bytes of s into out (& < > " ' as entities). */
-void hs_corr_html_escape(struct hs_buf *out, const char *s, size_t n);
 
 struct hs_http_request;
 /* The admin handler for /ui and /ui/span/<id>; ud is the correlator, tenant the caller's
  * (hs_admin_handler). */
 void hs_corr_ui_handle(void *ud, struct hs_http_request *req, const char *tenant);
+
+/* ---- the processor (correlator.c) ------------------------------------------------------------ */
+
+typedef uint64_t (*hs_corr_clock_fn)(void *ud);
 
 struct correlator {
     struct hs_component base;
@@ -619,7 +727,7 @@ static inline uint64_t corr_now_ms(const struct correlator *c)
     return c->clock(c->clock_ud);
 }
 
-/* ---- settings (config.c) ---------------------------------------------------------------- */
+/* ---- settings (config.c) --------------------------------------------------------------------- */
 
 extern const struct hs_config_field hs_corr_fields[];
 /* Decodes cfg into conf and checks what spans keys; builds the library frame rules into
@@ -629,7 +737,7 @@ int hs_corr_config_decode(const struct hs_config_node *cfg, const char *path,
                           struct hs_error *err);
 void hs_corr_config_free(struct corr_config *conf);
 
-/* ---- parked spans and their release (park.c) ------------------------------------------- */
+/* ---- parked spans and their release (park.c) ------------------------------------------------- */
 
 /* Parks p (the caller's allocation, now the list's), releasing the oldest first when the bounds
  * would be passed, and arms the timer. */
@@ -644,75 +752,15 @@ void hs_corr_park_tick(struct correlator *c);
 void hs_corr_park_close(struct correlator *c);
 /* Frees what is parked or waiting for downstream without delivering it (destroy). */
 void hs_corr_park_free(struct correlator *c);
+/* Annotates s (hs_corr_annotate) and hands what annotation found to the observers: the /ui
+ * ring records it. The one place annotation and the UI meet; neither calls the other. */
+enum corr_match hs_corr_annotate_observed(struct correlator *c, const struct corr_span *s,
+                                          enum corr_reason fallback, struct hs_buf *attrs);
 
-/* ---- the traces path (traces.c) --------------------------------------------------------- */
+/* ---- the traces path (traces.c) -------------------------------------------------------------- */
 
 /* The processor's consume_traces: takes batch. */
 int hs_corr_consume_traces(struct hs_component *base, struct hs_traces *batch);
-
-/* Percent-encodes s (NUL-terminated) for a URL's query: all but unreserved characters. */
-void hs_corr_url_escape(struct hs_buf *b, const char *s);
-/* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
-const char *hs_corr_reason_name(enum corr_reason r);
-
-/* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
- * when nothing matches), off CPU, N+1, link. Returns the match kind. */
-enum corr_match hs_corr_annotate(struct correlator *c, const struct corr_span *s,
-                                 enum corr_reason fallback, struct hs_buf *attrs);
-
-/* ---- matched samples (match.c) and what they say (explain.c) ---------------------------- */
-
-/* The samples of one profile type that matched a span. */
-struct corr_matched {
-    struct corr_svc *svc;
-    struct corr_type *type;
-    struct corr_bucket *buckets[64]; /* the type's buckets in the window */
-    uint32_t nbuckets;
-    int64_t lo_ns, hi_ns;
-    int64_t window_total; /* all samples of the window */
-    uint32_t *wfids;      /* functions with samples in the window; totals in index scratch
-                           * until hs_corr_match_close */
-    uint32_t nwfids;
-    struct corr_mstack *stacks; /* the matched samples' stacks (capped for an exact match) */
-    uint32_t nstacks, capstacks;
-    int64_t total;      /* the matched samples (kept stacks and folded ones) */
-    int64_t span_value; /* exact: samples carrying the span id */
-    int64_t *ftot;      /* exact: each function's total over all of them, by fid */
-    enum corr_match kind;
-};
-
-/* Zeroes the scratch the window's totals took. */
-void hs_corr_match_close(struct correlator *c, struct corr_matched *m);
-void hs_corr_match_free(struct correlator *c, struct corr_matched *m);
-/* Is the function (by display name) the span's own? Either name may be the qualified one:
- * spans "findByEmail" and "UserRepository.findByEmail" both name the function
- * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
- * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
- * give the bare method. */
-bool hs_corr_name_matches(const char *disp, struct hs_str span_name);
-
-struct corr_explain_keys {
-    const char *top, *hot; /* the attribute names */
-};
-
-struct corr_explained {
-    uint32_t *path; /* [CORR_MAX_STACK_DEPTH], the caller's: the whole hot path, root first */
-    uint32_t npath;
-    struct {
-        uint32_t fid;
-        double share;
-        const char *lib; /* "(in lib)", or NULL */
-    } top[20];
-    uint32_t ntop;
-};
-
-/* Writes the top functions and the hot path of m (its window still open) under keys. */
-void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
-                     struct hs_str span_name, const struct corr_explain_keys *keys,
-                     struct hs_buf *attrs, struct corr_explained *ex);
-/* profile.grown_functions of m's window (still open); fills note->grown when note. */
-void hs_corr_explain_grown(const struct correlator *c, const struct corr_matched *m,
-                           struct hs_buf *attrs, struct corr_ui_note *note);
 
 /* For tests and the bench: time comes from fn (milliseconds, any epoch) instead of uv's. */
 void hs_correlator_set_clock(struct hs_component *c, hs_corr_clock_fn fn, void *ud);

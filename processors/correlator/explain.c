@@ -307,7 +307,7 @@ void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
  * buckets, in percentage points, when above grown.min_pp; application functions, as
  * top_functions names them. */
 void hs_corr_explain_grown(const struct correlator *c, const struct corr_matched *m,
-                           struct hs_buf *attrs, struct corr_ui_note *note)
+                           struct hs_buf *attrs, struct corr_note *note)
 {
     const struct corr_type *t = m->type;
     if (t->base_buckets == 0 || m->window_total <= 0)

@@ -1,6 +1,6 @@
 /* naming.c: what the correlator calls things: the kind of a profile type (cpu, wall, mutex,
- * ...) and the short names functions are displayed by (attributes carry the names as the
- * profiler wrote them). */
+ * ...), the short names functions are displayed by (attributes carry the names as the profiler
+ * wrote them), whether a function is the one a span is named after, and why nothing matched. */
 #include <string.h>
 
 #include "processors/correlator/correlator_int.h"
@@ -78,4 +78,25 @@ size_t hs_corr_display_name(const char *name, char *out, size_t cap)
     }
     out[len] = '\0';
     return len;
+}
+
+bool hs_corr_name_matches(const char *disp, struct hs_str span_name)
+{
+    struct hs_str fn = {disp, strlen(disp)};
+    return hs_str_ends_with_name(fn, span_name) || hs_str_ends_with_name(span_name, fn);
+}
+
+static const char *const reason_names[] = {
+    [CORR_REASON_NONE] = "",
+    [CORR_REASON_NO_PROFILES_FOR_SERVICE] = "no_profiles_for_service",
+    [CORR_REASON_NO_PROFILE_IN_WINDOW] = "no_profile_in_window",
+    [CORR_REASON_TIMEOUT] = "timeout",
+    [CORR_REASON_PARKED_LIMIT] = "parked_limit",
+    [CORR_REASON_SHUTDOWN] = "shutdown",
+    [CORR_REASON_NO_SAMPLES_OF_SPAN] = "no_samples_of_span",
+};
+
+const char *hs_corr_reason_name(enum corr_reason r)
+{
+    return (size_t)r < HS_ARRAY_SIZE(reason_names) ? reason_names[r] : "";
 }

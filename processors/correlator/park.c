@@ -9,6 +9,20 @@
 #include "pdata/traces_edit.h"
 #include "processors/correlator/correlator_int.h"
 
+/* ---- annotation and its observers ------------------------------------------------------- */
+
+enum corr_match hs_corr_annotate_observed(struct correlator *c, const struct corr_span *s,
+                                          enum corr_reason fallback, struct hs_buf *attrs)
+{
+    struct corr_note *note = c->ui.cap ? hs_corr_note_new() : NULL; /* only when observed */
+    enum corr_match k = hs_corr_annotate(c, s, fallback, attrs, note);
+    if (note) {
+        hs_corr_ui_record(&c->ui, note);
+        hs_corr_note_free(note);
+    }
+    return k;
+}
+
 /* ---- the timer -------------------------------------------------------------------------- */
 
 static void timer_closed(uv_handle_t *h)
@@ -120,7 +134,7 @@ static void release(struct correlator *c, struct corr_parked **ps, uint32_t n, e
     uint64_t now = corr_now_ms(c);
     for (uint32_t i = 0; i < n; i++) {
         at[2 * i] = attrs.len;
-        enum corr_match k = hs_corr_annotate(c, &ps[i]->span, why, &attrs);
+        enum corr_match k = hs_corr_annotate_observed(c, &ps[i]->span, why, &attrs);
         at[2 * i + 1] = attrs.len;
         if (ps[i]->cold) /* it waited for its service's first profile: did it come? */
             hs_counter_add(c->stats.cold[k != CORR_MATCH_NONE ? CORR_COLD_MATCHED

@@ -293,7 +293,7 @@ int hs_corr_consume_traces(struct hs_component *base, struct hs_traces *batch)
     for (uint32_t i = 0; i < x.nslow; i++) {
         at[2 * i] = attrs.len;
         if (!x.slow[i].svc)
-            hs_corr_annotate(c, &x.slow[i].span, CORR_REASON_NONE, &attrs);
+            hs_corr_annotate_observed(c, &x.slow[i].span, CORR_REASON_NONE, &attrs);
         at[2 * i + 1] = attrs.len;
     }
     for (uint32_t i = 0; i < x.nslow; i++)

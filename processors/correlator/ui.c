@@ -132,7 +132,7 @@ static int by_value(const void *a, const void *b)
 /* The matched stacks, alike ones merged (one per bucket otherwise), heaviest first, and how
  * many of them, and of their frames, CORR_UI_STACKS, CORR_UI_DEPTH and CORR_UI_FRAMES let in:
  * the entry is sized by what it keeps, a few KiB for a typical span. */
-static void snapshot_plan(struct snap *s, const struct corr_ui_note *n)
+static void snapshot_plan(struct snap *s, const struct corr_note *n)
 {
     if (n->nstacks == 0)
         return;
@@ -189,7 +189,7 @@ static void snapshot_stacks(struct snap *s)
 }
 
 /* Top, grown and hot path names first: they are what the page leads with. */
-static void snapshot_lists(struct snap *s, const struct corr_ui_note *n)
+static void snapshot_lists(struct snap *s, const struct corr_note *n)
 {
     struct corr_ui_entry *e = s->e;
     e->top = hs_arena_alloc(e->arena, HS_MAX(n->ntop, 1) * sizeof(*e->top));
@@ -217,7 +217,7 @@ static void snapshot_lists(struct snap *s, const struct corr_ui_note *n)
 }
 
 /* What the off-CPU type said: its id, top functions and hot path. */
-static void snapshot_offcpu(struct snap *s, const struct corr_ui_note *n)
+static void snapshot_offcpu(struct snap *s, const struct corr_note *n)
 {
     struct corr_ui_entry *e = s->e;
     if (!n->off.type)
@@ -242,7 +242,7 @@ static void snapshot_offcpu(struct snap *s, const struct corr_ui_note *n)
     }
 }
 
-static void copy_strings(struct corr_ui_entry *e, const struct corr_ui_note *n)
+static void copy_strings(struct corr_ui_entry *e, const struct corr_note *n)
 {
     const struct corr_span *sp = n->span;
     struct hs_arena *a = e->arena;
@@ -260,7 +260,7 @@ static void copy_strings(struct corr_ui_entry *e, const struct corr_ui_note *n)
         e->link = hs_arena_strndup(a, n->link, n->link_len);
 }
 
-static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_ui_note *n)
+static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_note *n)
 {
     struct hs_arena *a = hs_arena_new(4096, CORR_UI_ENTRY_BYTES);
     struct corr_ui_entry *e = a ? hs_arena_alloc(a, sizeof(*e)) : NULL;
@@ -314,7 +314,7 @@ static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_ui_
     return e;
 }
 
-void hs_corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n)
+void hs_corr_ui_record(struct corr_ui *ui, const struct corr_note *n)
 {
     if (ui->cap == 0)
         return;

@@ -38,35 +38,6 @@ static const char css[] =
     ".bar.base{background:#9aa3ad}"
     "footer{color:#8a919b;padding:10px 20px;font-size:12px}";
 
-void hs_corr_html_escape(struct hs_buf *out, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        switch (ch) {
-        case '&':
-            hs_buf_append(out, "&amp;", 5);
-            break;
-        case '<':
-            hs_buf_append(out, "&lt;", 4);
-            break;
-        case '>':
-            hs_buf_append(out, "&gt;", 4);
-            break;
-        case '"':
-            hs_buf_append(out, "&quot;", 6);
-            break;
-        case '\'':
-            hs_buf_append(out, "&#39;", 5);
-            break;
-        default:
-            if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-                hs_buf_append(out, "\xEF\xBF\xBD", 3); /* U+FFFD: controls are not text */
-            else
-                hs_buf_putc(out, ch);
-        }
-    }
-}
-
 static void esc(struct hs_buf *b, const char *s)
 {
     if (s)

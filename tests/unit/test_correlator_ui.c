@@ -99,7 +99,7 @@ static void test_ring_bound_and_eviction(void **state)
         snprintf(names[i], sizeof(names[i]), "s%d", i);
         memset(ids[i], 0xa0 + i, sizeof(ids[i]));
         struct corr_span sp = fake_span(names[i], ids[i]);
-        struct corr_ui_note n = {
+        struct corr_note n = {
             .span = &sp, .kind = CORR_MATCH_NONE, .reason = CORR_REASON_TIMEOUT, .cpu_share = -1};
         hs_corr_ui_record(&ui, &n);
         assert_int_equal(ui.n, i < 3 ? i + 1 : 3);
@@ -132,7 +132,7 @@ static void record_as(struct corr_ui *ui, const char *tenant, char *name, uint8_
 {
     struct corr_span sp = fake_span(name, id);
     sp.tenant = (struct hs_str){tenant, strlen(tenant)};
-    struct corr_ui_note n = {
+    struct corr_note n = {
         .span = &sp, .kind = CORR_MATCH_NONE, .reason = CORR_REASON_TIMEOUT, .cpu_share = -1};
     hs_corr_ui_record(ui, &n);
 }
@@ -268,14 +268,14 @@ static const struct corr_ui_entry *record_stacks(struct corr_ui *ui, struct corr
     uint8_t id[16] = {1};
     char name[] = "GET /x";
     struct corr_span sp = fake_span(name, id);
-    struct corr_ui_note n = {.span = &sp,
-                             .kind = CORR_MATCH_WINDOW,
-                             .svc = svc,
-                             .type = "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
-                             .stacks = st,
-                             .nstacks = nst + 1,
-                             .total = 1,
-                             .cpu_share = -1};
+    struct corr_note n = {.span = &sp,
+                          .kind = CORR_MATCH_WINDOW,
+                          .svc = svc,
+                          .type = "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+                          .stacks = st,
+                          .nstacks = nst + 1,
+                          .total = 1,
+                          .cpu_share = -1};
     hs_corr_ui_record(ui, &n);
     free(st);
     return hs_corr_ui_get(ui, 0);
