@@ -31,6 +31,7 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
         return HS_EINVAL;
     }
     c->rules = rules;
+    hs_queue_init(&c->parked);
     c->stats.checked = c->stats.slow = c->stats.released_timeout = &c->stats.dummy;
     for (int i = 0; i < 3; i++)
         c->stats.annotated[i] = &c->stats.dummy;

@@ -23,6 +23,7 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/queue.h"
 #include "pdata/otlp_wire.h"
 
 struct correlator;
@@ -217,7 +218,8 @@ struct corr_svc {
     size_t keylen;       /* both parts and both NULs */
     const char *tenant, *service;
     uint64_t hash;
-    struct corr_svc *hnext, *lprev, *lnext;
+    struct corr_svc *hnext;
+    struct hs_queue lru; /* in the index's, most recently used first */
     size_t bytes;
     uint64_t last_seen_ms;
     int64_t max_until_ns;
@@ -228,7 +230,7 @@ struct corr_svc {
     uint32_t *name_slots; /* open addressing: fid + 1 */
     uint32_t *disp_slots; /* the same by display name (name_mask too) */
     uint32_t name_mask;
-    struct corr_parked *parked; /* this service's parked spans (svc_prev/svc_next) */
+    struct hs_queue parked; /* its parked spans (corr_parked.svc_link), newest first */
     uint32_t nparked;
     uint64_t settle_ms; /* its first upload came: its spans leave from then (0: not waiting) */
 };
@@ -241,7 +243,7 @@ struct corr_index {
     const struct hs_frame_rules *rules; /* which frames are library frames */
     struct corr_svc **table;
     size_t mask, count;
-    struct corr_svc *lru_head, *lru_tail; /* head = most recently used */
+    struct hs_queue lru; /* services (corr_svc.lru), most recently used first */
     size_t bytes;
     int64_t *scratch; /* per fid, zero between uses */
     uint32_t *mark;   /* per fid, for counting a function once per stack */
@@ -364,7 +366,7 @@ struct corr_seen {
     struct corr_seen_entry **table;
     size_t mask;
     uint32_t count, cap;
-    struct corr_seen_entry *lru_head, *lru_tail;
+    struct hs_queue lru; /* services (corr_seen_entry.lru), most recently seen first */
     size_t bytes;
     struct hs_counter **evicted;
 };
@@ -384,7 +386,7 @@ struct corr_lat;
 struct corr_latency {
     struct corr_lat **table;
     size_t mask, count;
-    struct corr_lat *lru_head, *lru_tail;
+    struct hs_queue lru; /* keys (corr_lat.lru), most recently used first */
     struct corr_stats *stats;
 };
 
@@ -446,8 +448,8 @@ struct corr_span {
 };
 
 struct corr_parked {
-    struct corr_parked *prev, *next;         /* all parked, oldest first */
-    struct corr_parked *svc_prev, *svc_next; /* the service's */
+    struct hs_queue link;     /* in the correlator's parked, oldest first */
+    struct hs_queue svc_link; /* in its service's parked */
     struct corr_svc *svc;
     struct hs_traces *group; /* a reference on the batch holding the span */
     size_t offset, bytes;
@@ -708,7 +710,7 @@ struct correlator {
     uv_timer_t housekeep; /* index expiry and shedding, whether or not spans are parked */
     bool started, closing, timer_open, housekeep_open;
     hs_done_cb done;
-    struct corr_parked *parked_head, *parked_tail;
+    struct hs_queue parked; /* every parked span (corr_parked.link), oldest first */
     uint32_t nparked;
     uint64_t parked_bytes;
     struct hs_traces **outq; /* released batches downstream refused, oldest first */

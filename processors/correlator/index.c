@@ -12,31 +12,16 @@
 
 /* ---- services --------------------------------------------------------------------------- */
 
-static void lru_unlink(struct corr_index *ix, struct corr_svc *s)
+/* The service used least recently, or NULL. */
+static struct corr_svc *lru_last(const struct corr_index *ix)
 {
-    if (s->lprev)
-        s->lprev->lnext = s->lnext;
-    else
-        ix->lru_head = s->lnext;
-    if (s->lnext)
-        s->lnext->lprev = s->lprev;
-    else
-        ix->lru_tail = s->lprev;
-    s->lprev = s->lnext = NULL;
+    return hs_queue_empty(&ix->lru) ? NULL : hs_container_of(ix->lru.prev, struct corr_svc, lru);
 }
 
 static void lru_front(struct corr_index *ix, struct corr_svc *s)
 {
-    if (ix->lru_head == s)
-        return;
-    if (s->lprev || s->lnext || ix->lru_tail == s)
-        lru_unlink(ix, s);
-    s->lnext = ix->lru_head;
-    if (ix->lru_head)
-        ix->lru_head->lprev = s;
-    ix->lru_head = s;
-    if (!ix->lru_tail)
-        ix->lru_tail = s;
+    hs_queue_remove(&s->lru);
+    hs_queue_insert_head(&ix->lru, &s->lru);
 }
 
 static void svc_free(struct corr_index *ix, struct corr_svc *s)
@@ -67,7 +52,7 @@ static void svc_remove(struct corr_index *ix, struct corr_svc *s, struct hs_coun
     while (*pp != s)
         pp = &(*pp)->hnext;
     *pp = s->hnext;
-    lru_unlink(ix, s);
+    hs_queue_remove(&s->lru);
     ix->count--;
     hs_counter_add(why, 1);
     hs_log_debug("correlator", "index: service %s (tenant \"%s\") removed, %zu bytes", s->service,
@@ -81,6 +66,7 @@ int hs_corr_index_init(struct corr_index *ix, const struct corr_config *conf,
     memset(ix, 0, sizeof(*ix));
     ix->conf = conf;
     ix->stats = stats;
+    hs_queue_init(&ix->lru);
     ix->mask = 63;
     ix->table = hs_xcalloc(ix->mask + 1, sizeof(*ix->table));
     ix->bytes = corr_heap_size(ix->table);
@@ -90,15 +76,15 @@ int hs_corr_index_init(struct corr_index *ix, const struct corr_config *conf,
 void hs_corr_index_free(struct corr_index *ix)
 {
     ix->on_evict = NULL;
-    while (ix->lru_head) {
-        struct corr_svc *s = ix->lru_head;
-        lru_unlink(ix, s);
+    for (struct corr_svc *s; (s = lru_last(ix));) {
+        hs_queue_remove(&s->lru);
         svc_free(ix, s);
     }
     free(ix->table);
     free(ix->scratch);
     free(ix->mark);
     memset(ix, 0, sizeof(*ix));
+    hs_queue_init(&ix->lru); /* freed again, it stays empty */
 }
 
 static struct corr_svc *svc_lookup(struct corr_index *ix, const char *key, size_t keylen,
@@ -167,9 +153,11 @@ static struct corr_svc *svc_get(struct corr_index *ix, struct hs_str t, struct h
         lru_front(ix, s);
         return s;
     }
-    while (ix->count >= ix->conf->limits.max_services && ix->lru_tail)
-        svc_remove(ix, ix->lru_tail, ix->stats->ev_service);
+    for (struct corr_svc *old; ix->count >= ix->conf->limits.max_services && (old = lru_last(ix));)
+        svc_remove(ix, old, ix->stats->ev_service);
     s = hs_xcalloc(1, sizeof(*s));
+    hs_queue_init(&s->lru);
+    hs_queue_init(&s->parked);
     s->key = hs_xmalloc(len);
     memcpy(s->key, k, len);
     free(heap);
@@ -429,8 +417,9 @@ struct corr_svc *hs_corr_index_add(struct corr_index *ix, const char *tenant,
     if (first) /* the upload's other types are on their way: its spans leave once they are in */
         s->settle_ms = now_ms + CORR_SETTLE_MS;
     svc_trim(ix, s, b);
-    while (ix->bytes > ix->conf->limits.max_bytes && ix->lru_tail && ix->lru_tail != s)
-        svc_remove(ix, ix->lru_tail, ix->stats->ev_service);
+    for (struct corr_svc *old;
+         ix->bytes > ix->conf->limits.max_bytes && (old = lru_last(ix)) && old != s;)
+        svc_remove(ix, old, ix->stats->ev_service);
     hs_counter_add(ix->stats->profiles_indexed, 1);
     return s;
 }
@@ -438,8 +427,9 @@ struct corr_svc *hs_corr_index_add(struct corr_index *ix, const char *tenant,
 void hs_corr_index_expire(struct corr_index *ix, uint64_t now_ms)
 {
     /* the LRU tail was used least recently: stop at the first one still fresh */
-    while (ix->lru_tail && ix->lru_tail->last_seen_ms + ix->conf->retention_ms < now_ms)
-        svc_remove(ix, ix->lru_tail, ix->stats->ev_expired);
+    for (struct corr_svc *old;
+         (old = lru_last(ix)) && old->last_seen_ms + ix->conf->retention_ms < now_ms;)
+        svc_remove(ix, old, ix->stats->ev_expired);
 }
 
 /* Frees the least recently used services until the index counts at most `bytes`, each counted
@@ -447,8 +437,8 @@ void hs_corr_index_expire(struct corr_index *ix, uint64_t now_ms)
 static uint32_t index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why)
 {
     uint32_t n = 0;
-    for (; ix->lru_tail && ix->bytes > bytes; n++)
-        svc_remove(ix, ix->lru_tail, why);
+    for (struct corr_svc *old; ix->bytes > bytes && (old = lru_last(ix)); n++)
+        svc_remove(ix, old, why);
     return n;
 }
 

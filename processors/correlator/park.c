@@ -92,22 +92,21 @@ static void outq_flush(struct correlator *c)
 
 /* ---- parking ---------------------------------------------------------------------------- */
 
+static struct corr_parked *parked_of(struct hs_queue *q)
+{
+    return hs_container_of(q, struct corr_parked, link);
+}
+
+/* The span parked longest, or NULL. */
+static struct corr_parked *parked_oldest(struct correlator *c)
+{
+    return hs_queue_empty(&c->parked) ? NULL : parked_of(hs_queue_head(&c->parked));
+}
+
 static void parked_unlink(struct correlator *c, struct corr_parked *p)
 {
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        c->parked_head = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
-    else
-        c->parked_tail = p->prev;
-    if (p->svc_prev)
-        p->svc_prev->svc_next = p->svc_next;
-    else
-        p->svc->parked = p->svc_next;
-    if (p->svc_next)
-        p->svc_next->svc_prev = p->svc_prev;
+    hs_queue_remove(&p->link);
+    hs_queue_remove(&p->svc_link);
     p->svc->nparked--;
     c->nparked--;
     c->parked_bytes -= p->bytes;
@@ -192,9 +191,10 @@ static void release(struct correlator *c, struct corr_parked **ps, uint32_t n, e
 
 static void release_oldest_over_bound(struct correlator *c, uint64_t incoming_bytes)
 {
-    while (c->parked_head && (c->nparked >= c->conf.limits.max_parked_spans ||
-                              c->parked_bytes + incoming_bytes > c->conf.limits.max_parked_bytes)) {
-        struct corr_parked *p = c->parked_head;
+    struct corr_parked *p;
+    while ((p = parked_oldest(c)) &&
+           (c->nparked >= c->conf.limits.max_parked_spans ||
+            c->parked_bytes + incoming_bytes > c->conf.limits.max_parked_bytes)) {
         parked_unlink(c, p);
         hs_counter_add(c->stats.ev_parked_limit, 1);
         uint32_t supp;
@@ -210,16 +210,8 @@ static void release_oldest_over_bound(struct correlator *c, uint64_t incoming_by
 void hs_corr_park(struct correlator *c, struct corr_parked *p)
 {
     release_oldest_over_bound(c, p->bytes);
-    p->prev = c->parked_tail;
-    if (c->parked_tail)
-        c->parked_tail->next = p;
-    else
-        c->parked_head = p;
-    c->parked_tail = p;
-    p->svc_next = p->svc->parked;
-    if (p->svc->parked)
-        p->svc->parked->svc_prev = p;
-    p->svc->parked = p;
+    hs_queue_insert_tail(&c->parked, &p->link);
+    hs_queue_insert_head(&p->svc->parked, &p->svc_link);
     p->svc->nparked++;
     c->nparked++;
     c->parked_bytes += p->bytes;
@@ -234,8 +226,9 @@ void hs_corr_release_service(struct correlator *c, struct corr_svc *svc, bool al
     struct corr_parked **ps = hs_xmalloc(HS_MAX(svc->nparked, 1) * sizeof(*ps));
     uint64_t now = corr_now_ms(c);
     int64_t covered = hs_corr_cadence_covered(svc, now, &c->conf);
-    for (struct corr_parked *p = svc->parked, *nx; p; p = nx) {
-        nx = p->svc_next;
+    for (struct hs_queue *q = hs_queue_head(&svc->parked), *next; q != &svc->parked; q = next) {
+        next = q->next;
+        struct corr_parked *p = hs_container_of(q, struct corr_parked, svc_link);
         /* a span parked before the service's first upload leaves once all of that upload's
          * types are in (Node sends heap and wall, in either order) */
         bool settling = p->cold && now < svc->settle_ms;
@@ -254,8 +247,7 @@ static void release_all(struct correlator *c, enum corr_reason why)
 {
     uint32_t n = 0;
     struct corr_parked **ps = hs_xmalloc(HS_MAX(c->nparked, 1) * sizeof(*ps));
-    while (c->parked_head) {
-        struct corr_parked *p = c->parked_head;
+    for (struct corr_parked *p; (p = parked_oldest(c));) {
         parked_unlink(c, p);
         ps[n++] = p;
     }
@@ -267,8 +259,7 @@ static void release_all(struct correlator *c, enum corr_reason why)
  * shutdown, when nothing can be delivered any more. */
 void hs_corr_park_free(struct correlator *c)
 {
-    while (c->parked_head) {
-        struct corr_parked *p = c->parked_head;
+    for (struct corr_parked *p; (p = parked_oldest(c));) {
         parked_unlink(c, p);
         hs_traces_unref(p->group);
         free(p);
@@ -300,13 +291,14 @@ void hs_corr_park_tick(struct correlator *c)
     uint32_t n = 0;
     /* not in deadline order: a span waiting for its service's first profile may wait longer
      * than the spans parked after it */
-    for (struct corr_parked *p = c->parked_head; p; p = p->next)
-        n += p->deadline_ms <= now;
+    for (struct hs_queue *q = hs_queue_head(&c->parked); q != &c->parked; q = q->next)
+        n += parked_of(q)->deadline_ms <= now;
     if (n) {
         struct corr_parked **ps = hs_xmalloc(n * sizeof(*ps));
         uint32_t k = 0;
-        for (struct corr_parked *p = c->parked_head, *nx; p; p = nx) {
-            nx = p->next;
+        for (struct hs_queue *q = hs_queue_head(&c->parked), *next; q != &c->parked; q = next) {
+            next = q->next;
+            struct corr_parked *p = parked_of(q);
             if (p->deadline_ms <= now) {
                 parked_unlink(c, p);
                 ps[k++] = p;
@@ -318,15 +310,15 @@ void hs_corr_park_tick(struct correlator *c)
     }
     /* services whose first upload has settled: every type it sent is in, and the spans that
      * waited for it may leave */
-    for (struct corr_parked *p = c->parked_head; p;) {
-        struct corr_svc *svc = p->svc;
+    for (struct hs_queue *q = hs_queue_head(&c->parked); q != &c->parked;) {
+        struct corr_svc *svc = parked_of(q)->svc;
         if (!svc->settle_ms || svc->settle_ms > now) {
-            p = p->next;
+            q = q->next;
             continue;
         }
         svc->settle_ms = 0;
         hs_corr_release_service(c, svc, false);
-        p = c->parked_head; /* the list changed */
+        q = hs_queue_head(&c->parked); /* the list changed */
     }
     outq_flush(c);
     hs_corr_index_expire(&c->index, now);
