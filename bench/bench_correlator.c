@@ -255,7 +255,7 @@ static void bench_memory_one(uint32_t services, uint32_t nfuncs, uint32_t nstack
         char name[32];
         snprintf(name, sizeof(name), "svc-%u", i);
         hs_profile_set_label(p, "service_name", 12, name, strlen(name));
-        corr_index_add(&c->index, "", p, 0);
+        hs_corr_index_add(&c->index, "", p, 0);
     }
     double cpu = hs_bench_cpu_s() - t0;
     size_t total = c->index.bytes;

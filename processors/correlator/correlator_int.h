@@ -1,22 +1,33 @@
-/* correlator_int.h: what the correlator's files share (design.md §7): the config, the profile
- * index, the latency and function baselines, the N+1 fragment index and the parked spans. Not
- * for other modules; tests include it for the injectable clock and the timer tick. */
+/* correlator_int.h: what the correlator's files share (design.md §7), one section per file, the
+ * lower ones first: the config and counters; the profile index (index.c, buckets.c); names and
+ * escaping (naming.c, escape.c); first sight, latency and N+1 fragments; the spans and their
+ * parking (cadence.c, park.c, traces.c); matching, explaining and annotating (match.c, explain.c,
+ * annotate.c); the /ui ring and pages, which observe annotations and never call matching (ui.c,
+ * ui_html.c, ui_http.c); and the processor (correlator.c, config.c). Not for other modules;
+ * tests and the bench include it. Functions and data the files share carry the hs_corr_ prefix
+ * (they are external symbols); the types, macros and inline helpers here are the component's
+ * own vocabulary and keep a short corr_ / CORR_ prefix. */
 #ifndef HS_CORRELATOR_INT_H
 #define HS_CORRELATOR_INT_H
 
+#include <malloc.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
 #include <uv.h>
 
+#include "core/buf.h"
 #include "core/common.h"
 #include "core/component.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/queue.h"
 #include "pdata/otlp_wire.h"
 
+struct correlator;
 struct hs_arena;
-struct hs_buf;
 struct hs_profile;
 struct hs_traces;
 
@@ -123,7 +134,7 @@ struct corr_stats {
     struct hs_counter dummy; /* every pointer aims here until start() registers the metrics */
 };
 
-/* ---- profile index (index.c) ------------------------------------------------------------ */
+/* ---- profile index (index.c) ----------------------------------------------------------------- */
 
 struct corr_stack {
     uint32_t *fids; /* root first */
@@ -207,7 +218,8 @@ struct corr_svc {
     size_t keylen;       /* both parts and both NULs */
     const char *tenant, *service;
     uint64_t hash;
-    struct corr_svc *hnext, *lprev, *lnext;
+    struct corr_svc *hnext;
+    struct hs_queue lru; /* in the index's, most recently used first */
     size_t bytes;
     uint64_t last_seen_ms;
     int64_t max_until_ns;
@@ -218,7 +230,7 @@ struct corr_svc {
     uint32_t *name_slots; /* open addressing: fid + 1 */
     uint32_t *disp_slots; /* the same by display name (name_mask too) */
     uint32_t name_mask;
-    struct corr_parked *parked; /* this service's parked spans (svc_prev/svc_next) */
+    struct hs_queue parked; /* its parked spans (corr_parked.svc_link), newest first */
     uint32_t nparked;
     uint64_t settle_ms; /* its first upload came: its spans leave from then (0: not waiting) */
 };
@@ -231,7 +243,7 @@ struct corr_index {
     const struct hs_frame_rules *rules; /* which frames are library frames */
     struct corr_svc **table;
     size_t mask, count;
-    struct corr_svc *lru_head, *lru_tail; /* head = most recently used */
+    struct hs_queue lru; /* services (corr_svc.lru), most recently used first */
     size_t bytes;
     int64_t *scratch; /* per fid, zero between uses */
     uint32_t *mark;   /* per fid, for counting a function once per stack */
@@ -243,45 +255,110 @@ struct corr_index {
     uint64_t shed_reading_ms; /* the memory_limiter reading the index was last shed for */
 };
 
-int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
-                    struct corr_stats *stats);
-void corr_index_free(struct corr_index *ix);
+int hs_corr_index_init(struct corr_index *ix, const struct corr_config *conf,
+                       struct corr_stats *stats);
+void hs_corr_index_free(struct corr_index *ix);
 /* Reads p (borrowed) into the index of (tenant, p's service); returns the service or NULL when
  * the profile was not indexed (no summary, too old). */
-struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
-                                const struct hs_profile *p, uint64_t now_ms);
-struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
-                                 struct hs_str service);
+struct corr_svc *hs_corr_index_add(struct corr_index *ix, const char *tenant,
+                                   const struct hs_profile *p, uint64_t now_ms);
+struct corr_svc *hs_corr_index_find(struct corr_index *ix, struct hs_str tenant,
+                                    struct hs_str service);
 /* Frees services not seen for `retention`. */
-void corr_index_expire(struct corr_index *ix, uint64_t now_ms);
+void hs_corr_index_expire(struct corr_index *ix, uint64_t now_ms);
 /* The service of (tenant, service), made (without profiles) when absent: a place for the spans
  * of a service whose first profile is still to come. */
-struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
-                                uint64_t now_ms);
-/* The service's types in the order matching tries them (by rank); returns their count. */
-uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out);
-/* Frees the least recently used services until the index counts at most `bytes`, each counted
- * in `why`; returns how many left. */
-uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why);
+struct corr_svc *hs_corr_index_get(struct corr_index *ix, struct hs_str tenant,
+                                   struct hs_str service, uint64_t now_ms);
 /* Expires services, and sheds half the index (ev_shed) when a memory_limiter registered in m
  * has a reading above its soft limit that it was not shed for yet. Returns services shed. */
-uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
+uint32_t hs_corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
 /* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
-int corr_index_scratch(struct corr_index *ix, size_t n);
+int hs_corr_index_scratch(struct corr_index *ix, size_t n);
+
 /* A stamp no ix->mark entry holds yet: mark[fid] == it says "seen in this pass". */
-uint32_t corr_index_stamp(struct corr_index *ix);
+static inline uint32_t corr_index_stamp(struct corr_index *ix)
+{
+    if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
+        memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
+        ix->stamp = 1;
+    }
+    return ix->stamp;
+}
+
+static inline uint64_t corr_hash_bytes(const void *p, size_t n, uint64_t h)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 32);
+}
+
+/* What an allocation really takes from the heap: the allocator's usable size plus its chunk
+ * header (glibc rounds every request up to 16 bytes, at least 32, and puts 8 before it). The
+ * index counts this, not the sizes it asked for: its many small allocations (a stack's frames,
+ * a function's name) cost up to twice their size, and max_bytes is meant to bound memory. */
+static inline size_t corr_heap_size(const void *p)
+{
+    return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0;
+}
+
+/* Memory the index took (delta > 0) or gave back, counted in the service and the index. */
+static inline void corr_account(struct corr_index *ix, struct corr_svc *svc, ssize_t delta)
+{
+    svc->bytes = (size_t)((ssize_t)svc->bytes + delta);
+    ix->bytes = (size_t)((ssize_t)ix->bytes + delta);
+}
+
+/* ---- profile types and their buckets (buckets.c) --------------------------------------------- */
+
+/* The type of a profile column (its id, sample type and unit), made when new; NULL (counted)
+ * when the service has CORR_MAX_TYPES already. */
+struct corr_type *hs_corr_type_get(struct corr_index *ix, struct corr_svc *s, const char *id,
+                                   const char *type, const char *unit);
+/* Makes bucket number idx the type's newest when it is newer, folding the bucket that closes
+ * into the baseline; false (counted) when idx is older than retention. */
+bool hs_corr_type_advance(struct corr_index *ix, struct corr_svc *s, struct corr_type *t,
+                          int64_t idx);
+void hs_corr_type_free(struct corr_type *t);
+/* The service's types in the order matching tries them (by rank); returns their count. */
+uint32_t hs_corr_svc_types(struct corr_svc *svc, struct corr_type **out);
+/* Adds column col of p to the type's bucket number idx (made, or reused past retention); fmap
+ * maps p's functions to the service's. Returns the bucket. */
+struct corr_bucket *hs_corr_bucket_add(struct corr_index *ix, struct corr_svc *s,
+                                       struct corr_type *t, int64_t idx, const struct hs_profile *p,
+                                       uint32_t col, const uint32_t *fmap);
+/* Frees b; returns what it counted, itself included. */
+size_t hs_corr_bucket_free(struct corr_bucket *b);
+
+/* ---- names (naming.c) ------------------------------------------------------------------------ */
+
 /* The display name of a function name (writes into out, returns its length). */
-size_t corr_display_name(const char *name, char *out, size_t cap);
-/* What a type measures, from its id and its sample type (naming.c). */
-enum corr_kind corr_type_kind(const char *id, const char *type);
+size_t hs_corr_display_name(const char *name, char *out, size_t cap);
+/* What a type measures, from its id and its sample type. */
+enum corr_kind hs_corr_type_kind(const char *id, const char *type);
 /* Does a type of this kind (corr_type.rank) record waiting: goroutines (mostly blocked ones),
  * mutex, block? A wall profile records where the time went, on CPU or off. */
-bool corr_kind_waits(int rank);
-struct hs_profile_summary;
-/* The columns of a profile the index reads (1 or 2, into cols); returns their count. */
-uint32_t corr_index_columns(const struct hs_profile_summary *sum, uint32_t cols[2]);
+bool hs_corr_kind_waits(int rank);
+/* Is the function (by display name) the span's own? Either name may be the qualified one:
+ * spans "findByEmail" and "UserRepository.findByEmail" both name the function
+ * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
+ * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
+ * give the bare method. */
+bool hs_corr_name_matches(const char *disp, struct hs_str span_name);
+/* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
+const char *hs_corr_reason_name(enum corr_reason r);
 
-/* ---- first seen (seen.c) ---------------------------------------------------------------- */
+/* ---- escaping (escape.c) --------------------------------------------------------------------- */
+
+/* Percent-encodes s (NUL-terminated) for a URL's query: all but unreserved characters. */
+void hs_corr_url_escape(struct hs_buf *b, const char *s);
+/* HTML-escapes n bytes of s into out (& < > " ' as entities). */
+void hs_corr_html_escape(struct hs_buf *out, const char *s, size_t n);
+
+/* ---- first seen (seen.c) --------------------------------------------------------------------- */
 
 struct corr_seen_entry;
 
@@ -289,38 +366,39 @@ struct corr_seen {
     struct corr_seen_entry **table;
     size_t mask;
     uint32_t count, cap;
-    struct corr_seen_entry *lru_head, *lru_tail;
+    struct hs_queue lru; /* services (corr_seen_entry.lru), most recently seen first */
     size_t bytes;
     struct hs_counter **evicted;
 };
 
-void corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted);
-void corr_seen_free(struct corr_seen *t);
+void hs_corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted);
+void hs_corr_seen_free(struct corr_seen *t);
 /* Records that (tenant, service) showed at now_ms; returns when it was first seen. */
-uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
-                         uint64_t now_ms);
+uint64_t hs_corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
+                            uint64_t now_ms);
 /* Forgets services not seen for idle_ms. */
-void corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms);
+void hs_corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms);
 
-/* ---- latency baseline (baseline.c) ------------------------------------------------------ */
+/* ---- latency baseline (latency.c) ------------------------------------------------------------ */
 
 struct corr_lat;
 
 struct corr_latency {
     struct corr_lat **table;
     size_t mask, count;
-    struct corr_lat *lru_head, *lru_tail;
+    struct hs_queue lru; /* keys (corr_lat.lru), most recently used first */
     struct corr_stats *stats;
 };
 
-void corr_latency_init(struct corr_latency *l, struct corr_stats *stats);
-void corr_latency_free(struct corr_latency *l);
+void hs_corr_latency_init(struct corr_latency *l, struct corr_stats *stats);
+void hs_corr_latency_free(struct corr_latency *l);
 /* Returns the p50 (ns) of earlier spans of the key and their count in *n, then records dur. */
-uint64_t corr_latency_observe(struct corr_latency *l, struct hs_str tenant, struct hs_str service,
-                              struct hs_str name, uint64_t dur_ns, uint32_t *n);
-size_t corr_latency_bytes(const struct corr_latency *l);
+uint64_t hs_corr_latency_observe(struct corr_latency *l, struct hs_str tenant,
+                                 struct hs_str service, struct hs_str name, uint64_t dur_ns,
+                                 uint32_t *n);
+size_t hs_corr_latency_bytes(const struct corr_latency *l);
 
-/* ---- N+1 fragments (nplus1.c) ----------------------------------------------------------- */
+/* ---- N+1 fragments (fragments.c) ------------------------------------------------------------- */
 
 struct corr_frag_group {
     uint64_t hash;
@@ -339,25 +417,25 @@ struct corr_frag {
     struct corr_frag_group groups[CORR_FRAG_GROUPS];
 };
 
-struct corr_frags {
+struct corr_fragments {
     struct corr_frag *entries; /* a ring: the oldest is overwritten first */
     uint32_t n, cap, head;     /* head: the oldest entry once the ring is full */
     uint32_t *chains;          /* [CORR_FRAG_ENTRIES * 2]: index + 1 */
     struct corr_stats *stats;
 };
 
-void corr_frags_init(struct corr_frags *f, struct corr_stats *stats);
-void corr_frags_free(struct corr_frags *f);
+void hs_corr_fragments_init(struct corr_fragments *f, struct corr_stats *stats);
+void hs_corr_fragments_free(struct corr_fragments *f);
 /* Counts a child span under (tenant, trace id, parent span id) by its name and its statement. */
-void corr_frags_add(struct corr_frags *f, struct hs_str tenant, struct hs_str trace_id,
-                    struct hs_str parent, struct hs_str name, struct hs_str statement);
+void hs_corr_fragments_add(struct corr_fragments *f, struct hs_str tenant, struct hs_str trace_id,
+                           struct hs_str parent, struct hs_str name, struct hs_str statement);
 /* The largest group of children of (tenant, trace id, span id), or NULL. */
-const struct corr_frag_group *corr_frags_best(struct corr_frags *f, struct hs_str tenant,
-                                              struct hs_str trace_id, struct hs_str span_id);
+const struct corr_frag_group *hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
+                                                     struct hs_str trace_id, struct hs_str span_id);
 /* "SELECT * FROM t WHERE id = ?": numbers and quoted strings to ?, whitespace collapsed. */
-size_t corr_normalize_statement(struct hs_str in, char *out, size_t cap);
+size_t hs_corr_normalize_statement(struct hs_str in, char *out, size_t cap);
 
-/* ---- the processor (correlator.c) and annotation (match.c) ------------------------------ */
+/* ---- slow spans and the parked ones (traces.c, park.c) --------------------------------------- */
 
 /* What annotation needs of a slow span; views point into the batch holding it. */
 struct corr_span {
@@ -370,8 +448,8 @@ struct corr_span {
 };
 
 struct corr_parked {
-    struct corr_parked *prev, *next;         /* all parked, oldest first */
-    struct corr_parked *svc_prev, *svc_next; /* the service's */
+    struct hs_queue link;     /* in the correlator's parked, oldest first */
+    struct hs_queue svc_link; /* in its service's parked */
     struct corr_svc *svc;
     struct hs_traces *group; /* a reference on the batch holding the span */
     size_t offset, bytes;
@@ -384,30 +462,20 @@ struct corr_parked {
     struct corr_span span;
 };
 
-/* ---- upload cadence (cadence.c) --------------------------------------------------------- */
+/* ---- upload cadence (cadence.c) -------------------------------------------------------------- */
 
 /* Learns the type's upload period from a profile of [from_ns, until_ns] arriving at now_ms
  * (before t->last_ms is set to it). */
-void corr_type_learn_period(struct corr_type *t, int64_t from_ns, int64_t until_ns,
-                            uint64_t now_ms);
-/* How long after a type's last upload its next one is still expected: its period plus a
- * grace of a quarter of it, at least max_wait, at most max_wait_cap (max_wait when 0). */
-uint64_t corr_type_patience_ms(const struct corr_config *conf, const struct corr_type *t);
+void hs_corr_cadence_learn(struct corr_type *t, int64_t from_ns, int64_t until_ns, uint64_t now_ms);
 /* How far the service's profiles reach: the least max_until_ns of the types still expected
  * (an upload of several types is complete once the last of them arrived). */
-int64_t corr_svc_covered(const struct corr_svc *svc, uint64_t now_ms,
-                         const struct corr_config *conf);
-/* When the service's uploads reaching until_ns are expected to have come, each by its type's
- * period and last arrival, plus the grace; 0 when no expected type's period is known. */
-uint64_t corr_svc_expected_ms(const struct corr_svc *svc, int64_t until_ns, uint64_t now_ms,
-                              const struct corr_config *conf);
+int64_t hs_corr_cadence_covered(const struct corr_svc *svc, uint64_t now_ms,
+                                const struct corr_config *conf);
 /* Moves p's deadline to when the upload expected to cover it is due, plus the grace, when that
  * is later; at most max_wait_cap after its arrival (p->extended, p->capped say so). */
-void corr_parked_extend(const struct corr_config *conf, struct corr_parked *p, uint64_t now);
+void hs_corr_cadence_extend(const struct corr_config *conf, struct corr_parked *p, uint64_t now);
 
-typedef uint64_t (*hs_corr_clock_fn)(void *ud);
-
-/* ---- the /ui page (ui.c) ---------------------------------------------------------------- */
+/* ---- matched samples (match.c) --------------------------------------------------------------- */
 
 /* A stack of matched samples, root first (for a subtree match, from the anchor down). */
 struct corr_mstack {
@@ -416,8 +484,77 @@ struct corr_mstack {
     int64_t value;
 };
 
-/* What one annotation found, handed to the /ui ring; everything is borrowed for the call. */
-struct corr_ui_note {
+/* The samples of one profile type that matched a span. */
+struct corr_matched {
+    struct corr_svc *svc;
+    struct corr_type *type;
+    struct corr_bucket *buckets[64]; /* the type's buckets in the window */
+    uint32_t nbuckets;
+    int64_t lo_ns, hi_ns;
+    int64_t window_total; /* all samples of the window */
+    uint32_t *wfids;      /* functions with samples in the window; totals in index scratch
+                           * until hs_corr_match_close */
+    uint32_t nwfids;
+    struct corr_mstack *stacks; /* the matched samples' stacks (capped for an exact match) */
+    uint32_t nstacks, capstacks;
+    int64_t total;      /* the matched samples (kept stacks and folded ones) */
+    int64_t span_value; /* exact: samples carrying the span id */
+    int64_t *ftot;      /* exact: each function's total over all of them, by fid */
+    enum corr_match kind;
+};
+
+/* Zeroes the scratch the window's totals took. */
+
+/* Finds the samples of s's service matching s (exact, subtree or window); false (with *why)
+ * when there are none. m is the caller's, zeroed; hs_corr_match_free frees it either way. */
+bool hs_corr_match_find(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
+                        enum corr_reason *why);
+/* CPU ns under the span id / the span's duration, from m or the service's CPU profiles that
+ * label spans; -1 when not known. */
+double hs_corr_match_cpu_share(struct correlator *c, const struct corr_span *s,
+                               const struct corr_matched *m);
+/* When s waited (share, or m, says CPU does not explain it): the samples of where, into o
+ * (zeroed, freed by the caller), from the types other than CPU. False when it did not wait or
+ * nothing says where. */
+bool hs_corr_match_offcpu(struct correlator *c, const struct corr_span *s,
+                          const struct corr_matched *m, double share, struct corr_matched *o);
+/* Zeroes the scratch the window's totals took. */
+void hs_corr_match_close(struct correlator *c, struct corr_matched *m);
+void hs_corr_match_free(struct correlator *c, struct corr_matched *m);
+
+/* ---- what matched samples say (explain.c) ---------------------------------------------------- */
+
+struct corr_note;
+
+struct corr_explain_keys {
+    const char *top, *hot; /* the attribute names */
+};
+
+struct corr_explained {
+    uint32_t *path; /* [CORR_MAX_STACK_DEPTH], the caller's: the whole hot path, root first */
+    uint32_t npath;
+    struct {
+        uint32_t fid;
+        double share;
+        const char *lib; /* "(in lib)", or NULL */
+    } top[20];
+    uint32_t ntop;
+};
+
+/* Writes the top functions and the hot path of m (its window still open) under keys. */
+void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
+                     struct hs_str span_name, const struct corr_explain_keys *keys,
+                     struct hs_buf *attrs, struct corr_explained *ex);
+/* profile.grown_functions of m's window (still open); fills note->grown when note. */
+void hs_corr_explain_grown(const struct correlator *c, const struct corr_matched *m,
+                           struct hs_buf *attrs, struct corr_note *note);
+
+/* ---- annotation (annotate.c) ----------------------------------------------------------------- */
+
+/* What annotating one slow span found, in structured form: the correlator hands it to its
+ * observers (the /ui ring) once the span is annotated. The views point into the span's batch,
+ * the index and `own`: good until either changes, so observers copy what they keep. */
+struct corr_note {
     const struct corr_span *span;
     enum corr_match kind;
     enum corr_reason reason; /* with kind NONE */
@@ -452,7 +589,24 @@ struct corr_ui_note {
         const uint32_t *path;
         uint32_t npath;
     } off;
+    struct { /* what the views above point into when annotation wrote them: the note's own */
+        uint32_t path[CORR_MAX_STACK_DEPTH], off_path[CORR_MAX_STACK_DEPTH];
+        struct hs_buf link;
+        struct corr_mstack *stacks; /* the matched stacks (stacks above) */
+    } own;
 };
+
+/* An empty note, and its end (what it owns with it; NULL is fine). */
+struct corr_note *hs_corr_note_new(void);
+void hs_corr_note_free(struct corr_note *n);
+/* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
+ * when nothing matches), off CPU, N+1, link; fills note (when not NULL) with the same, for the
+ * observers. Returns the match kind. */
+enum corr_match hs_corr_annotate(struct correlator *c, const struct corr_span *s,
+                                 enum corr_reason fallback, struct hs_buf *attrs,
+                                 struct corr_note *note);
+
+/* ---- the /ui page (ui.c: the ring; ui_html.c: the pages; ui_http.c: the handler) ------------- */
 
 /* One recent slow span as /ui shows it: a copy, so it outlives the batch and the index. All of
  * it lives in its own arena, capped at CORR_UI_ENTRY_BYTES. Names are indices into names[]. */
@@ -508,34 +662,36 @@ struct corr_ui {
     struct hs_counter dummy;
 };
 
-void corr_ui_init(struct corr_ui *ui, uint32_t cap);
-void corr_ui_free(struct corr_ui *ui);
+void hs_corr_ui_init(struct corr_ui *ui, uint32_t cap);
+void hs_corr_ui_free(struct corr_ui *ui);
 /* Copies what the note says (bounded: CORR_UI_*) into the ring, evicting the oldest entry. */
-void corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n);
+void hs_corr_ui_record(struct corr_ui *ui, const struct corr_note *n);
 /* The newest entry with that span id (hex, either case) of `tenant` (NULL: any), or NULL. */
-const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
-                                         const char *tenant);
+const struct corr_ui_entry *hs_corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
+                                            const char *tenant);
 /* i = 0 is the newest. */
-const struct corr_ui_entry *corr_ui_get(const struct corr_ui *ui, uint32_t i);
+const struct corr_ui_entry *hs_corr_ui_get(const struct corr_ui *ui, uint32_t i);
 /* The /ui pages, into out. The list shows one tenant's spans: `tenant`'s, or (NULL) the newest
  * span's tenant's; with `choose` (an operator) it links every tenant kept, else it names no
  * other tenant. */
-int corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
-                        const char *tenant, bool choose, struct hs_buf *out);
+int hs_corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
+                           const char *tenant, bool choose, struct hs_buf *out);
 /* One span by its hex id, of `tenant` (NULL: any). Returns 0, or HS_ENOENT when no such entry
  * (another tenant's span is not there either). */
-int corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
-                        struct hs_str span_hex, const char *tenant, struct hs_buf *out);
-void corr_ui_render_not_found(struct hs_buf *out);
+int hs_corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
+                           struct hs_str span_hex, const char *tenant, struct hs_buf *out);
+void hs_corr_ui_render_not_found(struct hs_buf *out);
 /* A page saying `title`: `text` (both plain text, escaped here). */
-void corr_ui_render_message(struct hs_buf *out, const char *title, const char *text);
-/* HTML-escapes n bytes of s into out (& < > " ' as entities). */
-void corr_html_escape(struct hs_buf *out, const char *s, size_t n);
+void hs_corr_ui_render_message(struct hs_buf *out, const char *title, const char *text);
 
 struct hs_http_request;
 /* The admin handler for /ui and /ui/span/<id>; ud is the correlator, tenant the caller's
  * (hs_admin_handler). */
-void corr_ui_handle(void *ud, struct hs_http_request *req, const char *tenant);
+void hs_corr_ui_handle(void *ud, struct hs_http_request *req, const char *tenant);
+
+/* ---- the processor (correlator.c) ------------------------------------------------------------ */
+
+typedef uint64_t (*hs_corr_clock_fn)(void *ud);
 
 struct correlator {
     struct hs_component base;
@@ -543,7 +699,7 @@ struct correlator {
     struct corr_stats stats;
     struct corr_index index;
     struct corr_latency latency;
-    struct corr_frags frags;
+    struct corr_fragments frags;
     struct corr_seen seen;
     struct hs_frame_rules *rules;
     struct corr_ui ui;
@@ -554,7 +710,7 @@ struct correlator {
     uv_timer_t housekeep; /* index expiry and shedding, whether or not spans are parked */
     bool started, closing, timer_open, housekeep_open;
     hs_done_cb done;
-    struct corr_parked *parked_head, *parked_tail;
+    struct hs_queue parked; /* every parked span (corr_parked.link), oldest first */
     uint32_t nparked;
     uint64_t parked_bytes;
     struct hs_traces **outq; /* released batches downstream refused, oldest first */
@@ -567,70 +723,46 @@ struct correlator {
     size_t ndelays, capdelays;
 };
 
-/* Percent-encodes s (NUL-terminated) for a URL's query: all but unreserved characters. */
-void corr_url_escape(struct hs_buf *b, const char *s);
-/* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
-const char *corr_reason_name(enum corr_reason r);
+/* The correlator's clock (milliseconds): uv's monotonic one, or the tests'. */
+static inline uint64_t corr_now_ms(const struct correlator *c)
+{
+    return c->clock(c->clock_ud);
+}
 
-/* Appends the annotation attributes of s to attrs: profile match (or `fallback` as the reason
- * when nothing matches), off CPU, N+1, link. Returns the match kind. */
-enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
-                              enum corr_reason fallback, struct hs_buf *attrs);
+/* ---- settings (config.c) --------------------------------------------------------------------- */
 
-/* ---- matched samples (match.c) and what they say (explain.c) ---------------------------- */
+extern const struct hs_config_field hs_corr_fields[];
+/* Decodes cfg into conf and checks what spans keys; builds the library frame rules into
+ * *rules. HS_EINVAL with every problem in err (conf then holds nothing to free). */
+int hs_corr_config_decode(const struct hs_config_node *cfg, const char *path,
+                          struct corr_config *conf, struct hs_frame_rules **rules,
+                          struct hs_error *err);
+void hs_corr_config_free(struct corr_config *conf);
 
-/* The samples of one profile type that matched a span. */
-struct corr_matched {
-    struct corr_svc *svc;
-    struct corr_type *type;
-    struct corr_bucket *buckets[64]; /* the type's buckets in the window */
-    uint32_t nbuckets;
-    int64_t lo_ns, hi_ns;
-    int64_t window_total; /* all samples of the window */
-    uint32_t *wfids;      /* functions with samples in the window; totals in index scratch
-                           * until corr_window_close */
-    uint32_t nwfids;
-    struct corr_mstack *stacks; /* the matched samples' stacks (capped for an exact match) */
-    uint32_t nstacks, capstacks;
-    int64_t total;      /* the matched samples (kept stacks and folded ones) */
-    int64_t span_value; /* exact: samples carrying the span id */
-    int64_t *ftot;      /* exact: each function's total over all of them, by fid */
-    enum corr_match kind;
-};
+/* ---- parked spans and their release (park.c) ------------------------------------------------- */
 
-void corr_matched_push(struct corr_matched *m, const uint32_t *fids, uint32_t depth, int64_t v);
-/* Zeroes the scratch the window's totals took. */
-void corr_window_close(struct correlator *c, struct corr_matched *m);
-void corr_matched_free(struct correlator *c, struct corr_matched *m);
-/* Is the function (by display name) the span's own? Either name may be the qualified one:
- * spans "findByEmail" and "UserRepository.findByEmail" both name the function
- * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
- * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
- * give the bare method. */
-bool corr_name_matches(const char *disp, struct hs_str span_name);
+/* Parks p (the caller's allocation, now the list's), releasing the oldest first when the bounds
+ * would be passed, and arms the timer. */
+void hs_corr_park(struct correlator *c, struct corr_parked *p);
+/* Releases the service's parked spans whose window the profiles now cover, in every type the
+ * service uploads (or all of them); the others wait for the upload expected to cover them. */
+void hs_corr_release_service(struct correlator *c, struct corr_svc *svc, bool all);
+/* What the timer does: releases spans past their deadline and those of services whose first
+ * upload settled, retries refused output, expires services and first sightings. */
+void hs_corr_park_tick(struct correlator *c);
+/* Shutdown's part: releases every parked span, then closes the timer once output is taken. */
+void hs_corr_park_close(struct correlator *c);
+/* Frees what is parked or waiting for downstream without delivering it (destroy). */
+void hs_corr_park_free(struct correlator *c);
+/* Annotates s (hs_corr_annotate) and hands what annotation found to the observers: the /ui
+ * ring records it. The one place annotation and the UI meet; neither calls the other. */
+enum corr_match hs_corr_annotate_observed(struct correlator *c, const struct corr_span *s,
+                                          enum corr_reason fallback, struct hs_buf *attrs);
 
-struct corr_explain_keys {
-    const char *top, *hot; /* the attribute names */
-};
+/* ---- the traces path (traces.c) -------------------------------------------------------------- */
 
-struct corr_explained {
-    uint32_t *path; /* [CORR_MAX_STACK_DEPTH], the caller's: the whole hot path, root first */
-    uint32_t npath;
-    struct {
-        uint32_t fid;
-        double share;
-        const char *lib; /* "(in lib)", or NULL */
-    } top[20];
-    uint32_t ntop;
-};
-
-/* Writes the top functions and the hot path of m (its window still open) under keys. */
-void corr_explain(const struct correlator *c, const struct corr_matched *m, struct hs_str span_name,
-                  const struct corr_explain_keys *keys, struct hs_buf *attrs,
-                  struct corr_explained *ex);
-/* profile.grown_functions of m's window (still open); fills note->grown when note. */
-void corr_put_grown(const struct correlator *c, const struct corr_matched *m, struct hs_buf *attrs,
-                    struct corr_ui_note *note);
+/* The processor's consume_traces: takes batch. */
+int hs_corr_consume_traces(struct hs_component *base, struct hs_traces *batch);
 
 /* For tests and the bench: time comes from fn (milliseconds, any epoch) instead of uv's. */
 void hs_correlator_set_clock(struct hs_component *c, hs_corr_clock_fn fn, void *ud);

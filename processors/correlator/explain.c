@@ -182,11 +182,11 @@ static uint32_t trunk_len(const struct corr_svc *s, const struct corr_matched *m
     while (trunk < npath && (double)vals[trunk] >= CORR_TRUNK_SHARE * (double)m->total)
         trunk++;
     for (uint32_t k = 0; k < trunk; k++)
-        if (corr_name_matches(s->names[path[k]].disp, span_name)) {
+        if (hs_corr_name_matches(s->names[path[k]].disp, span_name)) {
             trunk = k + 1;
             break;
         }
-    if (trunk > 1 && !corr_name_matches(s->names[path[trunk - 1]].disp, span_name)) {
+    if (trunk > 1 && !hs_corr_name_matches(s->names[path[trunk - 1]].disp, span_name)) {
         trunk--;
         *kept = path[trunk];
     }
@@ -233,9 +233,9 @@ static void put_hot_path(const struct corr_svc *s, const uint32_t *path, uint32_
     hs_buf_free(&b);
 }
 
-void corr_explain(const struct correlator *c, const struct corr_matched *m, struct hs_str span_name,
-                  const struct corr_explain_keys *keys, struct hs_buf *attrs,
-                  struct corr_explained *ex)
+void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
+                     struct hs_str span_name, const struct corr_explain_keys *keys,
+                     struct hs_buf *attrs, struct corr_explained *ex)
 {
     const struct corr_svc *s = m->svc;
     int64_t pvals[CORR_MAX_STACK_DEPTH];
@@ -266,7 +266,7 @@ void corr_explain(const struct correlator *c, const struct corr_matched *m, stru
      * deepest application frame of, not by its total: a handler that is the deepest frame of a
      * few running stacks must not rank by every stack that passes through it (from the matched
      * stacks, which hold all of a span's until CORR_SPAN_STACKS distinct ones) */
-    bool waits = app && corr_kind_waits(m->type->rank);
+    bool waits = app && hs_corr_kind_waits(m->type->rank);
     struct ranked *r = hs_xmalloc(HS_MAX(nf, 1) * sizeof(*r));
     uint32_t nr = 0;
     for (uint32_t i = 0; i < nf; i++) {
@@ -306,8 +306,8 @@ void corr_explain(const struct correlator *c, const struct corr_matched *m, stru
 /* profile.grown_functions: window shares against the type's decayed baseline of closed
  * buckets, in percentage points, when above grown.min_pp; application functions, as
  * top_functions names them. */
-void corr_put_grown(const struct correlator *c, const struct corr_matched *m, struct hs_buf *attrs,
-                    struct corr_ui_note *note)
+void hs_corr_explain_grown(const struct correlator *c, const struct corr_matched *m,
+                           struct hs_buf *attrs, struct corr_note *note)
 {
     const struct corr_type *t = m->type;
     if (t->base_buckets == 0 || m->window_total <= 0)

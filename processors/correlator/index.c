@@ -1,8 +1,6 @@
-/* index.c: the correlator's profile index (design.md §7): per (tenant, service, profile type) a
- * ring of time buckets holding per-function self/total, the heaviest stacks and per-span-id
- * aggregates (each function's exact totals, the heaviest stacks); memory capped per service and
- * in total, least recently used services first out. */
-#include <malloc.h>
+/* index.c: the correlator's profile index (design.md §7): services by (tenant, service), their
+ * functions by name, and per profile type a ring of time buckets (buckets.c); memory capped per
+ * service and in total, least recently used services first out. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -12,106 +10,24 @@
 #include "pdata/profiles.h"
 #include "processors/correlator/correlator_int.h"
 
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    return h ^ (h >> 32);
-}
-
-/* What an allocation really takes from the heap: the allocator's usable size plus its chunk
- * header (glibc rounds every request up to 16 bytes, at least 32, and puts 8 before it). The
- * index counts this, not the sizes it asked for: its many small allocations (a stack's frames,
- * a function's name) cost up to twice their size, and max_bytes is meant to bound memory. */
-static size_t heap_size(const void *p)
-{
-    return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0;
-}
-
-static void account(struct corr_index *ix, struct corr_svc *svc, ssize_t delta)
-{
-    svc->bytes = (size_t)((ssize_t)svc->bytes + delta);
-    ix->bytes = (size_t)((ssize_t)ix->bytes + delta);
-}
-
-/* A bucket's own count (what freeing it gives back) moves with its service's and the index's. */
-static void bucket_account(struct corr_index *ix, struct corr_svc *svc, struct corr_bucket *b,
-                           ssize_t delta)
-{
-    b->bytes = (size_t)((ssize_t)b->bytes + delta);
-    account(ix, svc, delta);
-}
-
 /* ---- services --------------------------------------------------------------------------- */
 
-static void lru_unlink(struct corr_index *ix, struct corr_svc *s)
+/* The service used least recently, or NULL. */
+static struct corr_svc *lru_last(const struct corr_index *ix)
 {
-    if (s->lprev)
-        s->lprev->lnext = s->lnext;
-    else
-        ix->lru_head = s->lnext;
-    if (s->lnext)
-        s->lnext->lprev = s->lprev;
-    else
-        ix->lru_tail = s->lprev;
-    s->lprev = s->lnext = NULL;
+    return hs_queue_empty(&ix->lru) ? NULL : hs_container_of(ix->lru.prev, struct corr_svc, lru);
 }
 
 static void lru_front(struct corr_index *ix, struct corr_svc *s)
 {
-    if (ix->lru_head == s)
-        return;
-    if (s->lprev || s->lnext || ix->lru_tail == s)
-        lru_unlink(ix, s);
-    s->lnext = ix->lru_head;
-    if (ix->lru_head)
-        ix->lru_head->lprev = s;
-    ix->lru_head = s;
-    if (!ix->lru_tail)
-        ix->lru_tail = s;
-}
-
-static void stack_free(struct corr_stack *st)
-{
-    free(st->fids);
-    st->fids = NULL;
-}
-
-/* Returns what the bucket counted, itself included. */
-static size_t bucket_free(struct corr_bucket *b)
-{
-    if (!b)
-        return 0;
-    size_t bytes = b->bytes;
-    for (uint32_t i = 0; i < b->nstacks; i++)
-        stack_free(&b->stacks[i]);
-    for (uint32_t i = 0; i < b->nspans; i++) {
-        for (uint32_t k = 0; k < b->spans[i].nstacks; k++)
-            stack_free(&b->spans[i].stacks[k]);
-        free(b->spans[i].stacks);
-        free(b->spans[i].funcs);
-    }
-    free(b->stacks);
-    free(b->spans);
-    free(b->span_slots);
-    free(b->funcs);
-    free(b);
-    return bytes;
+    hs_queue_remove(&s->lru);
+    hs_queue_insert_head(&ix->lru, &s->lru);
 }
 
 static void svc_free(struct corr_index *ix, struct corr_svc *s)
 {
-    for (uint32_t t = 0; t < s->ntypes; t++) {
-        struct corr_type *ty = &s->types[t];
-        for (uint32_t i = 0; i < ty->nring; i++)
-            bucket_free(ty->ring[i]);
-        free(ty->ring);
-        free(ty->base);
-        free(ty->id);
-    }
+    for (uint32_t t = 0; t < s->ntypes; t++)
+        hs_corr_type_free(&s->types[t]);
     for (uint32_t i = 0; i < s->nnames; i++) {
         if (s->names[i].disp != s->names[i].name)
             free(s->names[i].disp);
@@ -136,7 +52,7 @@ static void svc_remove(struct corr_index *ix, struct corr_svc *s, struct hs_coun
     while (*pp != s)
         pp = &(*pp)->hnext;
     *pp = s->hnext;
-    lru_unlink(ix, s);
+    hs_queue_remove(&s->lru);
     ix->count--;
     hs_counter_add(why, 1);
     hs_log_debug("correlator", "index: service %s (tenant \"%s\") removed, %zu bytes", s->service,
@@ -144,30 +60,31 @@ static void svc_remove(struct corr_index *ix, struct corr_svc *s, struct hs_coun
     svc_free(ix, s);
 }
 
-int corr_index_init(struct corr_index *ix, const struct corr_config *conf,
-                    struct corr_stats *stats)
+int hs_corr_index_init(struct corr_index *ix, const struct corr_config *conf,
+                       struct corr_stats *stats)
 {
     memset(ix, 0, sizeof(*ix));
     ix->conf = conf;
     ix->stats = stats;
+    hs_queue_init(&ix->lru);
     ix->mask = 63;
     ix->table = hs_xcalloc(ix->mask + 1, sizeof(*ix->table));
-    ix->bytes = heap_size(ix->table);
+    ix->bytes = corr_heap_size(ix->table);
     return 0;
 }
 
-void corr_index_free(struct corr_index *ix)
+void hs_corr_index_free(struct corr_index *ix)
 {
     ix->on_evict = NULL;
-    while (ix->lru_head) {
-        struct corr_svc *s = ix->lru_head;
-        lru_unlink(ix, s);
+    for (struct corr_svc *s; (s = lru_last(ix));) {
+        hs_queue_remove(&s->lru);
         svc_free(ix, s);
     }
     free(ix->table);
     free(ix->scratch);
     free(ix->mark);
     memset(ix, 0, sizeof(*ix));
+    hs_queue_init(&ix->lru); /* freed again, it stays empty */
 }
 
 static struct corr_svc *svc_lookup(struct corr_index *ix, const char *key, size_t keylen,
@@ -191,7 +108,7 @@ static void table_grow(struct corr_index *ix)
             s->hnext = nt[s->hash & nmask];
             nt[s->hash & nmask] = s;
         }
-    ix->bytes = ix->bytes + heap_size(nt) - heap_size(ix->table);
+    ix->bytes = ix->bytes + corr_heap_size(nt) - corr_heap_size(ix->table);
     free(ix->table);
     ix->table = nt;
     ix->mask = nmask;
@@ -213,13 +130,13 @@ static size_t make_key(struct hs_str tenant, struct hs_str service, char *buf, s
     return len;
 }
 
-struct corr_svc *corr_index_find(struct corr_index *ix, struct hs_str tenant,
-                                 struct hs_str service)
+struct corr_svc *hs_corr_index_find(struct corr_index *ix, struct hs_str tenant,
+                                    struct hs_str service)
 {
     char buf[256], *heap;
     size_t len = make_key(tenant, service, buf, sizeof(buf), &heap);
     const char *k = heap ? heap : buf;
-    struct corr_svc *s = svc_lookup(ix, k, len, hash_bytes(k, len, 0xcbf29ce484222325ULL));
+    struct corr_svc *s = svc_lookup(ix, k, len, corr_hash_bytes(k, len, 0xcbf29ce484222325ULL));
     free(heap);
     return s;
 }
@@ -229,16 +146,18 @@ static struct corr_svc *svc_get(struct corr_index *ix, struct hs_str t, struct h
     char buf[256], *heap;
     size_t len = make_key(t, sv, buf, sizeof(buf), &heap);
     const char *k = heap ? heap : buf;
-    uint64_t h = hash_bytes(k, len, 0xcbf29ce484222325ULL);
+    uint64_t h = corr_hash_bytes(k, len, 0xcbf29ce484222325ULL);
     struct corr_svc *s = svc_lookup(ix, k, len, h);
     if (s) {
         free(heap);
         lru_front(ix, s);
         return s;
     }
-    while (ix->count >= ix->conf->limits.max_services && ix->lru_tail)
-        svc_remove(ix, ix->lru_tail, ix->stats->ev_service);
+    for (struct corr_svc *old; ix->count >= ix->conf->limits.max_services && (old = lru_last(ix));)
+        svc_remove(ix, old, ix->stats->ev_service);
     s = hs_xcalloc(1, sizeof(*s));
+    hs_queue_init(&s->lru);
+    hs_queue_init(&s->parked);
     s->key = hs_xmalloc(len);
     memcpy(s->key, k, len);
     free(heap);
@@ -250,15 +169,15 @@ static struct corr_svc *svc_get(struct corr_index *ix, struct hs_str t, struct h
     s->hnext = ix->table[h & ix->mask];
     ix->table[h & ix->mask] = s;
     ix->count++;
-    account(ix, s, (ssize_t)(heap_size(s) + heap_size(s->key)));
+    corr_account(ix, s, (ssize_t)(corr_heap_size(s) + corr_heap_size(s->key)));
     lru_front(ix, s);
     if (ix->count > (ix->mask + 1))
         table_grow(ix);
     return s;
 }
 
-struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, struct hs_str service,
-                                uint64_t now_ms)
+struct corr_svc *hs_corr_index_get(struct corr_index *ix, struct hs_str tenant,
+                                   struct hs_str service, uint64_t now_ms)
 {
     struct corr_svc *s = svc_get(ix, tenant, service);
     if (s->ntypes == 0)
@@ -270,13 +189,13 @@ struct corr_svc *corr_index_get(struct corr_index *ix, struct hs_str tenant, str
 
 static uint64_t name_hash(const char *name, const char *file)
 {
-    return hash_bytes(file, strlen(file),
-                      hash_bytes(name, strlen(name) + 1, 0x84222325cbf29ce4ULL));
+    return corr_hash_bytes(file, strlen(file),
+                           corr_hash_bytes(name, strlen(name) + 1, 0x84222325cbf29ce4ULL));
 }
 
 static uint64_t disp_hash(const char *disp)
 {
-    return hash_bytes(disp, strlen(disp), 0x2325cbf29ce48422ULL);
+    return corr_hash_bytes(disp, strlen(disp), 0x2325cbf29ce48422ULL);
 }
 
 /* Both tables grow together: by (name, file), and by display name. */
@@ -294,9 +213,9 @@ static void name_slots_grow(struct corr_index *ix, struct corr_svc *s)
             ;
         dslots[i] = f + 1;
     }
-    account(ix, s,
-            (ssize_t)(heap_size(slots) + heap_size(dslots)) -
-                (ssize_t)(heap_size(s->name_slots) + heap_size(s->disp_slots)));
+    corr_account(ix, s,
+                 (ssize_t)(corr_heap_size(slots) + corr_heap_size(dslots)) -
+                     (ssize_t)(corr_heap_size(s->name_slots) + corr_heap_size(s->disp_slots)));
     free(s->name_slots);
     free(s->disp_slots);
     s->name_slots = slots;
@@ -338,11 +257,11 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     }
     if (s->nnames == s->capnames) {
         uint32_t cap = s->capnames ? s->capnames * 2 : 16;
-        ssize_t was = (ssize_t)heap_size(s->names);
+        ssize_t was = (ssize_t)corr_heap_size(s->names);
         s->names = realloc(s->names, cap * sizeof(*s->names));
         if (!s->names)
             abort();
-        account(ix, s, (ssize_t)heap_size(s->names) - was);
+        corr_account(ix, s, (ssize_t)corr_heap_size(s->names) - was);
         s->capnames = cap;
     }
     if ((s->nnames + 1) * 2 > s->name_mask + 1 || !s->name_slots) /* keep load under 1/2 */
@@ -351,7 +270,7 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     struct corr_name *nm = &s->names[fid];
     size_t n = strlen(name), fl = strlen(file);
     char disp[256];
-    size_t dlen = corr_display_name(name, disp, sizeof(disp));
+    size_t dlen = hs_corr_display_name(name, disp, sizeof(disp));
     nm->name = hs_xstrndup(name, n);
     nm->file = hs_xstrndup(file, fl);
     nm->disp = dlen == n && memcmp(disp, name, n) == 0 ? nm->name : hs_xstrndup(disp, dlen);
@@ -359,9 +278,10 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     struct hs_str lib = {0};
     if (ix->rules && hs_frame_is_library(ix->rules, name, file, &lib))
         nm->lib = hs_xstrndup(lib.len ? lib.ptr : "library", lib.len ? lib.len : 7);
-    account(ix, s,
-            (ssize_t)(heap_size(nm->name) + heap_size(nm->file) + heap_size(nm->lib) +
-                      (nm->disp != nm->name ? heap_size(nm->disp) : 0)));
+    corr_account(ix, s,
+                 (ssize_t)(corr_heap_size(nm->name) + corr_heap_size(nm->file) +
+                           corr_heap_size(nm->lib) +
+                           (nm->disp != nm->name ? corr_heap_size(nm->disp) : 0)));
     nm->ambiguous = nm->same_name = false;
     uint32_t i = (uint32_t)h & s->name_mask;
     while (s->name_slots[i])
@@ -371,16 +291,7 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     return fid;
 }
 
-uint32_t corr_index_stamp(struct corr_index *ix)
-{
-    if (++ix->stamp == 0) { /* wrapped: old stamps could collide */
-        memset(ix->mark, 0, ix->nscratch * sizeof(*ix->mark));
-        ix->stamp = 1;
-    }
-    return ix->stamp;
-}
-
-int corr_index_scratch(struct corr_index *ix, size_t n)
+int hs_corr_index_scratch(struct corr_index *ix, size_t n)
 {
     if (n <= ix->nscratch)
         return 0;
@@ -393,375 +304,14 @@ int corr_index_scratch(struct corr_index *ix, size_t n)
         return HS_ENOMEM;
     }
     /* the index's, not a service's: freed with the index */
-    ix->bytes =
-        ix->bytes + heap_size(s) + heap_size(m) - heap_size(ix->scratch) - heap_size(ix->mark);
+    ix->bytes = ix->bytes + corr_heap_size(s) + corr_heap_size(m) - corr_heap_size(ix->scratch) -
+                corr_heap_size(ix->mark);
     free(ix->scratch);
     free(ix->mark);
     ix->scratch = s;
     ix->mark = m;
     ix->nscratch = cap;
     return 0;
-}
-
-/* ---- types and buckets ------------------------------------------------------------------ */
-
-static struct corr_type *type_get(struct corr_index *ix, struct corr_svc *s, const char *id,
-                                  const char *type, const char *unit)
-{
-    for (uint32_t i = 0; i < s->ntypes; i++)
-        if (strcmp(s->types[i].id, id) == 0)
-            return &s->types[i];
-    if (s->ntypes == CORR_MAX_TYPES) {
-        hs_counter_add(ix->stats->ev_type, 1);
-        return NULL;
-    }
-    struct corr_type *t = &s->types[s->ntypes++];
-    memset(t, 0, sizeof(*t));
-    t->id = hs_xstrdup(id);
-    t->rank = (int)corr_type_kind(id, type);
-    t->cpu_ns = t->rank == CORR_KIND_CPU && strcmp(unit, "nanoseconds") == 0;
-    t->nring = (uint32_t)HS_MAX(1, ix->conf->retention_ms / ix->conf->bucket_ms);
-    t->ring = hs_xcalloc(t->nring, sizeof(*t->ring));
-    t->newest = INT64_MIN;
-    t->max_until_ns = INT64_MIN;
-    account(ix, s, (ssize_t)(heap_size(t->id) + heap_size(t->ring)));
-    return t;
-}
-
-uint32_t corr_svc_types(struct corr_svc *svc, struct corr_type **out)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < svc->ntypes; i++) { /* insertion by rank; equal ranks keep order */
-        uint32_t k = n++;
-        for (; k > 0 && out[k - 1]->rank > svc->types[i].rank; k--)
-            out[k] = out[k - 1];
-        out[k] = &svc->types[i];
-    }
-    return n;
-}
-
-/* Folds a closed bucket's function shares into the type's decayed baseline: the first bucket
- * sets it, each later one weighs CORR_BASE_WEIGHT (a half-life of about 5 buckets). */
-static void baseline_fold(struct corr_index *ix, struct corr_svc *s, struct corr_type *t,
-                          const struct corr_bucket *b)
-{
-    if (!b || b->total <= 0)
-        return;
-    if (t->nbase < s->nnames) {
-        ssize_t was = (ssize_t)heap_size(t->base);
-        double *nb = realloc(t->base, s->nnames * sizeof(*nb));
-        if (!nb)
-            return;
-        memset(nb + t->nbase, 0, (s->nnames - t->nbase) * sizeof(*nb));
-        account(ix, s, (ssize_t)heap_size(nb) - was);
-        t->base = nb;
-        t->nbase = s->nnames;
-    }
-    double w = t->base_buckets ? CORR_BASE_WEIGHT : 1.0;
-    for (uint32_t i = 0; i < t->nbase; i++)
-        t->base[i] *= 1.0 - w;
-    for (uint32_t i = 0; i < b->nfuncs; i++)
-        t->base[b->funcs[i].fid] += w * (double)b->funcs[i].total / (double)b->total;
-    t->base_buckets++;
-}
-
-static bool stack_eq(const struct corr_stack *a, const uint32_t *fids, uint32_t depth,
-                     uint64_t h)
-{
-    return a->hash == h && a->depth == depth && memcmp(a->fids, fids, depth * 4) == 0;
-}
-
-static size_t stack_set(struct corr_stack *st, const uint32_t *fids, uint32_t depth, uint64_t h,
-                        int64_t v)
-{
-    st->fids = hs_xmalloc(HS_MAX(depth, 1) * sizeof(*fids));
-    memcpy(st->fids, fids, depth * sizeof(*fids));
-    st->depth = depth;
-    st->hash = h;
-    st->value = v;
-    return heap_size(st->fids);
-}
-
-/* Adds a stack to a top-K set: merged when present; kept while there is room; otherwise it
- * replaces the lightest kept stack if heavier (which folds into *other), else folds itself.
- * Returns the bytes allocated (negative when freed). */
-static ssize_t topk_add(struct corr_stack *set, uint32_t *n, uint32_t k, int64_t *other,
-                        const uint32_t *fids, uint32_t depth, uint64_t h, int64_t v)
-{
-    uint32_t min = 0;
-    for (uint32_t i = 0; i < *n; i++) {
-        if (stack_eq(&set[i], fids, depth, h)) {
-            set[i].value += v;
-            return 0;
-        }
-        if (set[i].value < set[min].value)
-            min = i;
-    }
-    if (*n < k)
-        return (ssize_t)stack_set(&set[(*n)++], fids, depth, h, v);
-    if (set[min].value >= v) {
-        *other += v;
-        return 0;
-    }
-    *other += set[min].value;
-    ssize_t freed = (ssize_t)heap_size(set[min].fids);
-    stack_free(&set[min]);
-    return (ssize_t)stack_set(&set[min], fids, depth, h, v) - freed;
-}
-
-static struct corr_spanagg *span_get(struct corr_index *ix, struct corr_svc *s,
-                                     struct corr_bucket *b, const uint8_t id8[8])
-{
-    uint64_t id;
-    memcpy(&id, id8, 8);
-    uint32_t mask = b->capspans * 2 - 1;
-    uint32_t i = 0;
-    if (b->span_slots) {
-        for (i = (uint32_t)hash_bytes(&id, 8, 1) & mask; b->span_slots[i]; i = (i + 1) & mask)
-            if (b->spans[b->span_slots[i] - 1].id == id)
-                return &b->spans[b->span_slots[i] - 1];
-    }
-    if (b->nspans == CORR_MAX_SPANS) {
-        hs_counter_add(ix->stats->ev_span, 1);
-        return NULL;
-    }
-    if (b->nspans == b->capspans) {
-        uint32_t cap = b->capspans ? b->capspans * 2 : 8;
-        ssize_t was = (ssize_t)(heap_size(b->spans) + heap_size(b->span_slots));
-        struct corr_spanagg *ns = realloc(b->spans, cap * sizeof(*ns));
-        uint32_t *slots = calloc(cap * 2, sizeof(*slots));
-        if (ns)
-            b->spans = ns;
-        if (!ns || !slots) {
-            free(slots);
-            bucket_account(ix, s, b,
-                           (ssize_t)(heap_size(b->spans) + heap_size(b->span_slots)) - was);
-            return NULL;
-        }
-        bucket_account(ix, s, b, (ssize_t)(heap_size(ns) + heap_size(slots)) - was);
-        free(b->span_slots);
-        b->span_slots = slots;
-        b->capspans = cap;
-        mask = cap * 2 - 1;
-        for (uint32_t k = 0; k < b->nspans; k++) {
-            uint32_t j = (uint32_t)hash_bytes(&b->spans[k].id, 8, 1) & mask;
-            while (slots[j])
-                j = (j + 1) & mask;
-            slots[j] = k + 1;
-        }
-        for (i = (uint32_t)hash_bytes(&id, 8, 1) & mask; slots[i]; i = (i + 1) & mask)
-            ;
-    }
-    struct corr_spanagg *a = &b->spans[b->nspans++];
-    memset(a, 0, sizeof(*a));
-    a->id = id;
-    b->span_slots[i] = b->nspans;
-    return a;
-}
-
-static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
-                                      struct corr_type *t, int64_t idx)
-{
-    uint32_t slot = (uint32_t)(((idx % t->nring) + t->nring) % t->nring);
-    struct corr_bucket *b = t->ring[slot];
-    if (b && b->idx == idx)
-        return b;
-    if (b) { /* a bucket past retention: the ring's ordinary turnover, not an eviction */
-        account(ix, s, -(ssize_t)bucket_free(b));
-        t->ring[slot] = NULL;
-    }
-    b = hs_xcalloc(1, sizeof(*b));
-    b->idx = idx;
-    b->min_from = INT64_MAX;
-    b->max_until = INT64_MIN;
-    t->ring[slot] = b;
-    bucket_account(ix, s, b, (ssize_t)heap_size(b));
-    return b;
-}
-
-/* Adds the profile's function values to the bucket; fmap maps the profile's functions to the
- * service's ids. */
-static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
-                             const struct hs_profile_summary *sum, const uint32_t *fmap,
-                             uint32_t col)
-{
-    int64_t *pos = ix->scratch; /* fid -> position + 1 in b->funcs */
-    for (uint32_t i = 0; i < b->nfuncs; i++)
-        pos[b->funcs[i].fid] = i + 1;
-    for (uint32_t i = 0; i < sum->nfuncs; i++) {
-        /* a negative value (a client's broken delta) counts as none, as its stacks do */
-        int64_t self = HS_MAX(sum->funcs[i].self[col], 0);
-        int64_t total = HS_MAX(sum->funcs[i].total[col], 0);
-        if (self == 0 && total == 0)
-            continue;
-        uint32_t fid = fmap[i];
-        if (!pos[fid]) {
-            if (b->nfuncs == b->capfuncs) {
-                uint32_t cap = b->capfuncs ? b->capfuncs * 2 : 16;
-                ssize_t was = (ssize_t)heap_size(b->funcs);
-                struct corr_fval *nf = realloc(b->funcs, cap * sizeof(*nf));
-                if (!nf)
-                    continue;
-                bucket_account(ix, s, b, (ssize_t)heap_size(nf) - was);
-                b->funcs = nf;
-                b->capfuncs = cap;
-            }
-            b->funcs[b->nfuncs] = (struct corr_fval){.fid = fid};
-            pos[fid] = ++b->nfuncs;
-        }
-        b->funcs[pos[fid] - 1].self += self;
-        b->funcs[pos[fid] - 1].total += total;
-    }
-    for (uint32_t i = 0; i < b->nfuncs; i++)
-        pos[b->funcs[i].fid] = 0;
-}
-
-static void bucket_add_stacks(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
-                              const struct hs_profile_summary *sum, const uint32_t *fmap,
-                              uint32_t col)
-{
-    uint32_t fids[CORR_MAX_STACK_DEPTH];
-    for (uint32_t i = 0; i < sum->nstacks; i++) {
-        const struct hs_profile_stack *st = &sum->stacks[i];
-        int64_t v = st->values[col];
-        if (v <= 0)
-            continue;
-        uint32_t depth = HS_MIN(st->depth, CORR_MAX_STACK_DEPTH);
-        for (uint32_t d = 0; d < depth; d++)
-            fids[d] = fmap[st->funcs[d]];
-        uint64_t h = hash_bytes(fids, depth * sizeof(*fids), 7);
-        b->total += v;
-        if (b->nstacks == b->capstacks && b->capstacks < CORR_TOP_STACKS) {
-            uint32_t cap = b->capstacks ? b->capstacks * 2 : 8;
-            ssize_t was = (ssize_t)heap_size(b->stacks);
-            struct corr_stack *ns = realloc(b->stacks, cap * sizeof(*ns));
-            if (ns) {
-                b->stacks = ns;
-                bucket_account(ix, s, b, (ssize_t)heap_size(ns) - was);
-                b->capstacks = cap;
-            }
-        }
-        ssize_t d = topk_add(b->stacks, &b->nstacks, b->capstacks, &b->other, fids, depth, h, v);
-        bucket_account(ix, s, b, d);
-    }
-}
-
-/* Makes room for one more of a span's stacks, up to CORR_SPAN_STACKS; returns the bytes. */
-static ssize_t span_stacks_room(struct corr_spanagg *a)
-{
-    if (a->nstacks < a->capstacks || a->capstacks >= CORR_SPAN_STACKS)
-        return 0;
-    uint32_t cap = a->capstacks ? HS_MIN(a->capstacks * 2, CORR_SPAN_STACKS) : 4;
-    ssize_t was = (ssize_t)heap_size(a->stacks);
-    struct corr_stack *ns = realloc(a->stacks, cap * sizeof(*ns));
-    if (!ns)
-        abort();
-    a->stacks = ns;
-    ssize_t d = (ssize_t)heap_size(ns) - was;
-    a->capstacks = cap;
-    return d;
-}
-
-/* Adds to the span's function fid; pos maps fids to their position + 1 in a->funcs. Returns
- * the bytes allocated. */
-static ssize_t span_add_func(struct corr_spanagg *a, int64_t *pos, uint32_t fid, int64_t self,
-                             int64_t total)
-{
-    ssize_t d = 0;
-    if (!pos[fid]) {
-        if (a->nfuncs == a->capfuncs) {
-            uint32_t cap = a->capfuncs ? a->capfuncs * 2 : 8;
-            ssize_t was = (ssize_t)heap_size(a->funcs);
-            struct corr_fval *nf = realloc(a->funcs, cap * sizeof(*nf));
-            if (!nf)
-                abort();
-            d = (ssize_t)heap_size(nf) - was;
-            a->funcs = nf;
-            a->capfuncs = cap;
-        }
-        a->funcs[a->nfuncs] = (struct corr_fval){.fid = fid};
-        pos[fid] = ++a->nfuncs;
-    }
-    a->funcs[pos[fid] - 1].self += self;
-    a->funcs[pos[fid] - 1].total += total;
-    return d;
-}
-
-/* One span's stacks of the profile (order[]): its exact function totals, over every frame of
- * every sample, and its heaviest stacks. */
-static ssize_t span_add(struct corr_index *ix, struct corr_spanagg *a,
-                        const struct hs_profile_summary *sum, const uint32_t *fmap,
-                        const uint32_t *order, uint32_t n, uint32_t col)
-{
-    int64_t *pos = ix->scratch;
-    uint32_t fids[CORR_MAX_STACK_DEPTH];
-    ssize_t d = 0;
-    for (uint32_t k = 0; k < a->nfuncs; k++)
-        pos[a->funcs[k].fid] = k + 1;
-    for (uint32_t i = 0; i < n; i++) {
-        const struct hs_profile_stack *st = &sum->stacks[order[i]];
-        int64_t v = st->values[col];
-        uint32_t depth = HS_MIN(st->depth, CORR_MAX_STACK_DEPTH);
-        for (uint32_t k = 0; k < depth; k++)
-            fids[k] = fmap[st->funcs[k]];
-        a->value += v;
-        d += span_stacks_room(a);
-        d += topk_add(a->stacks, &a->nstacks, a->capstacks, &a->other, fids, depth,
-                      hash_bytes(fids, depth * sizeof(*fids), 7), v);
-        uint32_t stamp = corr_index_stamp(ix);
-        for (uint32_t k = 0; k < st->depth; k++) {
-            uint32_t f = fmap[st->funcs[k]];
-            if (ix->mark[f] != stamp) { /* recursion: once per sample */
-                ix->mark[f] = stamp;
-                d += span_add_func(a, pos, f, 0, v);
-            }
-        }
-        if (st->depth)
-            d += span_add_func(a, pos, fmap[st->funcs[st->depth - 1]], v, 0);
-    }
-    for (uint32_t k = 0; k < a->nfuncs; k++)
-        pos[a->funcs[k].fid] = 0;
-    return d;
-}
-
-/* The samples labelled with a span id, grouped by span (a counting sort of the stacks). */
-static void bucket_add_spans(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
-                             const struct hs_profile_summary *sum, const uint32_t *fmap,
-                             uint32_t col)
-{
-    if (sum->nspans == 0)
-        return;
-    uint32_t *start = hs_xcalloc((size_t)sum->nspans + 1, sizeof(*start));
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < sum->nstacks; i++) {
-        const struct hs_profile_stack *st = &sum->stacks[i];
-        if (st->span < sum->nspans && st->values[col] > 0) {
-            start[st->span + 1]++;
-            n++;
-        }
-    }
-    for (uint32_t k = 0; k < sum->nspans; k++)
-        start[k + 1] += start[k];
-    uint32_t *order = hs_xmalloc(HS_MAX(n, 1) * sizeof(*order));
-    uint32_t *fill = hs_xmalloc(sum->nspans * sizeof(*fill));
-    memcpy(fill, start, sum->nspans * sizeof(*fill));
-    for (uint32_t i = 0; i < sum->nstacks; i++) {
-        const struct hs_profile_stack *st = &sum->stacks[i];
-        if (st->span < sum->nspans && st->values[col] > 0)
-            order[fill[st->span]++] = i;
-    }
-    for (uint32_t k = 0; k < sum->nspans; k++) {
-        if (start[k] == start[k + 1])
-            continue;
-        struct corr_spanagg *a = span_get(ix, s, b, sum->spans[k].id);
-        if (!a)
-            continue;
-        ssize_t d = span_add(ix, a, sum, fmap, order + start[k], start[k + 1] - start[k], col);
-        bucket_account(ix, s, b, d);
-    }
-    free(fill);
-    free(order);
-    free(start);
 }
 
 /* Frees the service's oldest buckets (of any type) until it fits max_service_bytes, keeping
@@ -781,10 +331,33 @@ static void svc_trim(struct corr_index *ix, struct corr_svc *s, const struct cor
             }
         if (!ot)
             return; /* only the newest bucket is left: it stays, over the cap */
-        account(ix, s, -(ssize_t)bucket_free(ot->ring[oslot]));
+        corr_account(ix, s, -(ssize_t)hs_corr_bucket_free(ot->ring[oslot]));
         ot->ring[oslot] = NULL;
         hs_counter_add(ix->stats->ev_bucket, 1);
     }
+}
+
+/* The columns of a profile the index reads: "cpu" and "wall" (a Node wall profile carries
+ * both) as two types; otherwise one: alloc_space (a Go heap profile: what was allocated in the
+ * window, not what is live), else the summary's main column. Returns their count. */
+static uint32_t index_columns(const struct hs_profile_summary *sum, uint32_t cols[2])
+{
+    uint32_t n = 0, cpu = UINT32_MAX, wall = UINT32_MAX, alloc = UINT32_MAX;
+    for (uint32_t t = 0; t < sum->ntypes; t++) {
+        if (strcmp(sum->types[t], "cpu") == 0 && cpu == UINT32_MAX)
+            cpu = t;
+        else if (strcmp(sum->types[t], "wall") == 0 && wall == UINT32_MAX)
+            wall = t;
+        else if (strcmp(sum->types[t], "alloc_space") == 0 && alloc == UINT32_MAX)
+            alloc = t;
+    }
+    if (cpu != UINT32_MAX)
+        cols[n++] = cpu;
+    if (wall != UINT32_MAX)
+        cols[n++] = wall;
+    if (n == 0)
+        cols[n++] = alloc != UINT32_MAX ? alloc : sum->main_type;
+    return n;
 }
 
 /* One column of the profile into its type's bucket; NULL when not kept (types full, stale). */
@@ -792,46 +365,32 @@ static struct corr_bucket *index_column(struct corr_index *ix, struct corr_svc *
                                         const struct hs_profile *p, uint32_t col, uint32_t **fmap)
 {
     const struct hs_profile_summary *sum = &p->summary;
-    struct corr_type *t = type_get(ix, s, sum->type_ids ? sum->type_ids[col] : sum->types[col],
-                                   sum->types[col], sum->units ? sum->units[col] : "");
+    struct corr_type *t =
+        hs_corr_type_get(ix, s, sum->type_ids ? sum->type_ids[col] : sum->types[col],
+                         sum->types[col], sum->units ? sum->units[col] : "");
     if (!t)
         return NULL;
     int64_t bucket_ns = (int64_t)ix->conf->bucket_ms * 1000000;
     int64_t idx = p->from_ns >= 0 ? p->from_ns / bucket_ns : -1;
-    if (t->newest != INT64_MIN && idx <= t->newest - (int64_t)t->nring) {
-        hs_counter_add(ix->stats->ev_stale, 1); /* older than retention: forwarded, not indexed */
+    if (!hs_corr_type_advance(ix, s, t, idx))
         return NULL;
-    }
-    if (idx > t->newest) {
-        if (t->newest != INT64_MIN) {
-            struct corr_bucket *prev = t->ring[((t->newest % t->nring) + t->nring) % t->nring];
-            if (prev && prev->idx == t->newest)
-                baseline_fold(ix, s, t, prev);
-        }
-        t->newest = idx;
-    }
     if (!*fmap) {
         *fmap = hs_xmalloc(HS_MAX(sum->nfuncs, 1) * sizeof(**fmap));
         for (uint32_t i = 0; i < sum->nfuncs; i++)
             (*fmap)[i] = name_intern(ix, s, sum->funcs[i].name ? sum->funcs[i].name : "",
                                      sum->funcs[i].file ? sum->funcs[i].file : "");
     }
-    if (corr_index_scratch(ix, s->nnames) != 0)
+    if (hs_corr_index_scratch(ix, s->nnames) != 0)
         return NULL;
-    struct corr_bucket *b = bucket_get(ix, s, t, idx);
-    bucket_add_funcs(ix, s, b, sum, *fmap, col);
-    bucket_add_stacks(ix, s, b, sum, *fmap, col);
-    bucket_add_spans(ix, s, b, sum, *fmap, col);
-    b->min_from = HS_MIN(b->min_from, p->from_ns);
-    b->max_until = HS_MAX(b->max_until, p->until_ns);
+    struct corr_bucket *b = hs_corr_bucket_add(ix, s, t, idx, p, col, *fmap);
     t->max_until_ns = HS_MAX(t->max_until_ns, p->until_ns);
-    corr_type_learn_period(t, p->from_ns, p->until_ns, s->last_seen_ms);
+    hs_corr_cadence_learn(t, p->from_ns, p->until_ns, s->last_seen_ms);
     t->last_ms = s->last_seen_ms;
     return b;
 }
 
-struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
-                                const struct hs_profile *p, uint64_t now_ms)
+struct corr_svc *hs_corr_index_add(struct corr_index *ix, const char *tenant,
+                                   const struct hs_profile *p, uint64_t now_ms)
 {
     const struct hs_profile_summary *sum = &p->summary;
     const char *service = hs_profile_label(p, ix->conf->labels.profile_service);
@@ -845,7 +404,7 @@ struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
     s->last_seen_ms = now_ms;
     bool first = s->ntypes == 0;
     uint32_t cols[2], *fmap = NULL;
-    uint32_t ncols = corr_index_columns(sum, cols);
+    uint32_t ncols = index_columns(sum, cols);
     struct corr_bucket *b = NULL;
     for (uint32_t i = 0; i < ncols; i++) {
         struct corr_bucket *nb = index_column(ix, s, p, cols[i], &fmap);
@@ -858,24 +417,28 @@ struct corr_svc *corr_index_add(struct corr_index *ix, const char *tenant,
     if (first) /* the upload's other types are on their way: its spans leave once they are in */
         s->settle_ms = now_ms + CORR_SETTLE_MS;
     svc_trim(ix, s, b);
-    while (ix->bytes > ix->conf->limits.max_bytes && ix->lru_tail && ix->lru_tail != s)
-        svc_remove(ix, ix->lru_tail, ix->stats->ev_service);
+    for (struct corr_svc *old;
+         ix->bytes > ix->conf->limits.max_bytes && (old = lru_last(ix)) && old != s;)
+        svc_remove(ix, old, ix->stats->ev_service);
     hs_counter_add(ix->stats->profiles_indexed, 1);
     return s;
 }
 
-void corr_index_expire(struct corr_index *ix, uint64_t now_ms)
+void hs_corr_index_expire(struct corr_index *ix, uint64_t now_ms)
 {
     /* the LRU tail was used least recently: stop at the first one still fresh */
-    while (ix->lru_tail && ix->lru_tail->last_seen_ms + ix->conf->retention_ms < now_ms)
-        svc_remove(ix, ix->lru_tail, ix->stats->ev_expired);
+    for (struct corr_svc *old;
+         (old = lru_last(ix)) && old->last_seen_ms + ix->conf->retention_ms < now_ms;)
+        svc_remove(ix, old, ix->stats->ev_expired);
 }
 
-uint32_t corr_index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why)
+/* Frees the least recently used services until the index counts at most `bytes`, each counted
+ * in `why`; returns how many left. */
+static uint32_t index_shed(struct corr_index *ix, size_t bytes, struct hs_counter *why)
 {
     uint32_t n = 0;
-    for (; ix->lru_tail && ix->bytes > bytes; n++)
-        svc_remove(ix, ix->lru_tail, why);
+    for (struct corr_svc *old; ix->bytes > bytes && (old = lru_last(ix)); n++)
+        svc_remove(ix, old, why);
     return n;
 }
 
@@ -892,14 +455,14 @@ static void memory_visit(void *arg, const char *component, const struct hs_healt
  * it so: the index is a cache, and it could not shrink otherwise (no profile gets in to evict,
  * retention would take 15 minutes of refusals). The limiter's next trim hands what was freed
  * back to the system. */
-uint32_t corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms)
+uint32_t hs_corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms)
 {
-    corr_index_expire(ix, now_ms);
+    hs_corr_index_expire(ix, now_ms);
     uint64_t reading = 0;
     if (m)
         hs_metrics_health_each(m, memory_visit, &reading);
     if (!reading || reading == ix->shed_reading_ms)
         return 0;
     ix->shed_reading_ms = reading;
-    return corr_index_shed(ix, ix->bytes / 2, ix->stats->ev_shed);
+    return index_shed(ix, ix->bytes / 2, ix->stats->ev_shed);
 }

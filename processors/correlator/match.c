@@ -1,18 +1,13 @@
-/* match.c: what a slow span is told (design.md §1, §7): the profile samples that match it,
- * exact span_id first in every profile type of its service (CPU, then wall, then the rest), then
- * the subtree under the function named like the span, then the service's window; when CPU does
- * not explain the span, what the other types say of the time it waited (explain.c writes both);
- * plus the N+1 pattern and a Pyroscope link. */
-#include <stdio.h>
+/* match.c: the profile samples that match a slow span (design.md §1, §7): exact span_id first
+ * in every profile type of its service (CPU, then wall, then the rest), then the subtree under
+ * the function named like the span, then the service's window; and, when CPU does not explain
+ * the span, the samples of the time it waited. What they say is annotate.c's and explain.c's. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/buf.h"
-#include "core/semconv.h"
-#include "pdata/traces_edit.h"
 #include "processors/correlator/correlator_int.h"
 
-void corr_matched_push(struct corr_matched *m, const uint32_t *fids, uint32_t depth, int64_t v)
+static void matched_push(struct corr_matched *m, const uint32_t *fids, uint32_t depth, int64_t v)
 {
     if (m->nstacks == m->capstacks) {
         m->capstacks = m->capstacks ? m->capstacks * 2 : 64;
@@ -33,12 +28,6 @@ static const struct corr_spanagg *bucket_span(const struct corr_bucket *b, struc
         if (b->spans[i].id == want)
             return &b->spans[i];
     return NULL;
-}
-
-bool corr_name_matches(const char *disp, struct hs_str span_name)
-{
-    struct hs_str fn = {disp, strlen(disp)};
-    return hs_str_ends_with_name(fn, span_name) || hs_str_ends_with_name(span_name, fn);
 }
 
 /* The type's buckets overlapping [lo, hi]. */
@@ -76,7 +65,7 @@ static void collect_window(struct correlator *c, struct corr_matched *m)
     }
 }
 
-void corr_window_close(struct correlator *c, struct corr_matched *m)
+void hs_corr_match_close(struct correlator *c, struct corr_matched *m)
 {
     for (uint32_t i = 0; i < m->nwfids; i++) /* the scratch is zero between uses */
         c->index.scratch[m->wfids[i]] = 0;
@@ -85,9 +74,9 @@ void corr_window_close(struct correlator *c, struct corr_matched *m)
     m->nwfids = 0;
 }
 
-void corr_matched_free(struct correlator *c, struct corr_matched *m)
+void hs_corr_match_free(struct correlator *c, struct corr_matched *m)
 {
-    corr_window_close(c, m);
+    hs_corr_match_close(c, m);
     free(m->stacks);
     free(m->ftot);
     m->stacks = NULL;
@@ -109,7 +98,7 @@ static bool match_exact(struct corr_matched *m, struct hs_str span_id)
         for (uint32_t k = 0; k < a->nfuncs; k++)
             m->ftot[a->funcs[k].fid] += a->funcs[k].total;
         for (uint32_t k = 0; k < a->nstacks; k++)
-            corr_matched_push(m, a->stacks[k].fids, a->stacks[k].depth, a->stacks[k].value);
+            matched_push(m, a->stacks[k].fids, a->stacks[k].depth, a->stacks[k].value);
     }
     m->total = m->span_value;
     if (m->total > 0) {
@@ -126,7 +115,7 @@ static bool match_subtree(struct correlator *c, struct corr_matched *m, struct h
     uint32_t anchor = UINT32_MAX;
     for (uint32_t i = 0; i < m->nwfids; i++) { /* the heaviest function named like the span */
         uint32_t f = m->wfids[i];
-        if (corr_name_matches(m->svc->names[f].disp, name) &&
+        if (hs_corr_name_matches(m->svc->names[f].disp, name) &&
             (anchor == UINT32_MAX || wtot[f] > wtot[anchor]))
             anchor = f;
     }
@@ -137,7 +126,7 @@ static bool match_subtree(struct correlator *c, struct corr_matched *m, struct h
             const struct corr_stack *st = &m->buckets[i]->stacks[k];
             for (uint32_t d = 0; d < st->depth; d++)
                 if (st->fids[d] == anchor) {
-                    corr_matched_push(m, st->fids + d, st->depth - d, st->value);
+                    matched_push(m, st->fids + d, st->depth - d, st->value);
                     break;
                 }
         }
@@ -154,7 +143,7 @@ static void match_window(struct corr_matched *m)
     for (uint32_t i = 0; i < m->nbuckets; i++)
         for (uint32_t k = 0; k < m->buckets[i]->nstacks; k++) {
             const struct corr_stack *st = &m->buckets[i]->stacks[k];
-            corr_matched_push(m, st->fids, st->depth, st->value);
+            matched_push(m, st->fids, st->depth, st->value);
         }
     m->total = m->window_total;
     m->kind = CORR_MATCH_WINDOW;
@@ -210,7 +199,7 @@ static bool find_window(struct correlator *c, struct corr_matched *m, struct cor
                 match_window(m);
             return true;
         }
-        corr_window_close(c, m);
+        hs_corr_match_close(c, m);
     }
     return false;
 }
@@ -245,18 +234,18 @@ static bool own_samples_known(struct corr_matched *m, const struct corr_span *s,
  * labels samples (s->labelled) takes no window of a type that labels spans: that would be
  * other spans' samples. Without samples of its own there, it was waiting: the window of a
  * profile of waiting (mutex, block) is its match, or none. */
-static bool find_match(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
-                       enum corr_reason *why)
+bool hs_corr_match_find(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
+                        enum corr_reason *why)
 {
-    m->svc = corr_index_find(&c->index, s->tenant, s->service);
+    m->svc = hs_corr_index_find(&c->index, s->tenant, s->service);
     struct corr_type *types[CORR_MAX_TYPES], *waits[CORR_MAX_TYPES];
-    uint32_t n = m->svc ? corr_svc_types(m->svc, types) : 0, nw = 0;
+    uint32_t n = m->svc ? hs_corr_svc_types(m->svc, types) : 0, nw = 0;
     *why = CORR_REASON_NO_PROFILES_FOR_SERVICE;
     if (n == 0)
         return false;
     set_window(c, s, m);
     *why = CORR_REASON_NO_PROFILE_IN_WINDOW;
-    if (corr_index_scratch(&c->index, m->svc->nnames) != 0)
+    if (hs_corr_index_scratch(&c->index, m->svc->nnames) != 0)
         return false;
     if (find_exact(c, m, types, n, s->span_id))
         return true;
@@ -283,8 +272,8 @@ static bool find_match(struct correlator *c, const struct corr_span *s, struct c
 /* CPU ns under the span id / its duration: from an exact CPU match, or, for a span whose id
  * labels samples, from a CPU type that labels spans and covers it (then a span without samples
  * there was off CPU: 0); -1 when not known (a child span's samples carry its root's id). */
-static double cpu_share(struct correlator *c, const struct corr_span *s,
-                        const struct corr_matched *m)
+double hs_corr_match_cpu_share(struct correlator *c, const struct corr_span *s,
+                               const struct corr_matched *m)
 {
     if (!m->svc || !m->type || s->end_ns <= s->start_ns)
         return -1;
@@ -321,7 +310,7 @@ static bool waited(const struct corr_span *s, const struct corr_matched *m, doub
         return false;
     if (share >= 0)
         return share < CORR_OFFCPU_SHARE;
-    if (corr_kind_waits(m->type->rank))
+    if (hs_corr_kind_waits(m->type->rank))
         return true;
     if (m->type->rank != CORR_KIND_CPU)
         return false;
@@ -339,7 +328,7 @@ static bool find_offcpu(struct correlator *c, const struct corr_span *s,
                         const struct corr_matched *m, struct corr_matched *o)
 {
     struct corr_type *all[CORR_MAX_TYPES], *types[CORR_MAX_TYPES], *waits[CORR_MAX_TYPES];
-    uint32_t n = corr_svc_types(m->svc, all), nt = 0, nw = 0;
+    uint32_t n = hs_corr_svc_types(m->svc, all), nt = 0, nw = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (all[i]->rank == CORR_KIND_CPU)
             continue;
@@ -354,199 +343,8 @@ static bool find_offcpu(struct correlator *c, const struct corr_span *s,
            find_window(c, o, waits, nw, s->name, true, s->labelled);
 }
 
-/* ---- attributes ------------------------------------------------------------------------- */
-
-void corr_url_escape(struct hs_buf *b, const char *s)
+bool hs_corr_match_offcpu(struct correlator *c, const struct corr_span *s,
+                          const struct corr_matched *m, double share, struct corr_matched *o)
 {
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-            ch == '-' || ch == '_' || ch == '.' || ch == '~')
-            hs_buf_putc(b, ch);
-        else
-            hs_buf_printf(b, "%%%02X", ch);
-    }
-}
-
-/* profile.link: `<pyroscope_url>/?query=<type>{<profile_service label>="<service>"}&from=<unix
- * s>&until=<unix s>` (query URL-escaped; the window the match used), which Pyroscope's UI opens
- * as the service's flame graph for that range. */
-static void put_link(struct correlator *c, struct corr_matched *m, struct hs_buf *attrs,
-                     struct hs_buf *u)
-{
-    const char *base = c->conf.pyroscope_url;
-    if (!base || !*base)
-        return;
-    struct hs_buf q = {0};
-    hs_buf_printf(&q, "%s{%s=\"%s\"}", m->type->id, c->conf.labels.profile_service,
-                  m->svc->service);
-    hs_buf_putc(&q, 0);
-    size_t bl = strlen(base);
-    hs_buf_printf(u, "%.*s/?query=", (int)(bl && base[bl - 1] == '/' ? bl - 1 : bl), base);
-    corr_url_escape(u, (const char *)q.data);
-    hs_buf_printf(u, "&from=%lld&until=%lld", (long long)(m->lo_ns / 1000000000),
-                  (long long)((m->hi_ns + 999999999) / 1000000000));
-    hs_attr_string(attrs, HS_ATTR_PROFILE_LINK, (const char *)u->data, u->len);
-    hs_buf_free(&q);
-}
-
-static const char *const reason_names[] = {
-    [CORR_REASON_NONE] = "",
-    [CORR_REASON_NO_PROFILES_FOR_SERVICE] = "no_profiles_for_service",
-    [CORR_REASON_NO_PROFILE_IN_WINDOW] = "no_profile_in_window",
-    [CORR_REASON_TIMEOUT] = "timeout",
-    [CORR_REASON_PARKED_LIMIT] = "parked_limit",
-    [CORR_REASON_SHUTDOWN] = "shutdown",
-    [CORR_REASON_NO_SAMPLES_OF_SPAN] = "no_samples_of_span",
-};
-
-const char *corr_reason_name(enum corr_reason r)
-{
-    return (size_t)r < HS_ARRAY_SIZE(reason_names) ? reason_names[r] : "";
-}
-
-static const struct corr_frag_group *put_nplus1(struct correlator *c, const struct corr_span *s,
-                                                struct hs_buf *attrs)
-{
-    const struct corr_frag_group *g = corr_frags_best(&c->frags, s->tenant, s->trace_id, s->span_id);
-    if (!g || g->count < c->conf.n_plus_one.min_count)
-        return NULL;
-    hs_attr_string(attrs, HS_ATTR_PATTERN, "n_plus_one", 10);
-    hs_attr_int(attrs, HS_ATTR_N_PLUS_ONE_COUNT, g->count);
-    hs_attr_string(attrs, HS_ATTR_N_PLUS_ONE_STATEMENT, g->text, strlen(g->text));
-    return g;
-}
-
-static void put_span_id(const struct corr_span *s, struct hs_buf *attrs)
-{
-    char hex[17];
-    for (size_t i = 0; i < 8; i++)
-        snprintf(hex + 2 * i, 3, "%02x", (uint8_t)s->span_id.ptr[i]);
-    hs_attr_string(attrs, HS_ATTR_PYROSCOPE_PROFILE_ID, hex, 16);
-}
-
-static const char *kind_text(enum corr_match k)
-{
-    return k == CORR_MATCH_SPAN ? "span" : "window";
-}
-
-/* profile.offcpu.*, when the CPU match does not explain the span and another type does. */
-static void put_offcpu(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
-                       double share, struct corr_matched *o, uint32_t *opath, struct hs_buf *attrs,
-                       struct corr_ui_note *note)
-{
-    if (!waited(s, m, share) || !find_offcpu(c, s, m, o))
-        return;
-    hs_attr_string(attrs, HS_ATTR_PROFILE_OFFCPU_TYPE, o->type->id, strlen(o->type->id));
-    hs_attr_string(attrs, HS_ATTR_PROFILE_OFFCPU_MATCH, kind_text(o->kind),
-                   strlen(kind_text(o->kind)));
-    static const struct corr_explain_keys keys = {HS_ATTR_PROFILE_OFFCPU_TOP_FUNCTIONS,
-                                                  HS_ATTR_PROFILE_OFFCPU_HOT_PATH};
-    struct corr_explained ex = {.path = opath};
-    corr_explain(c, o, s->name, &keys, attrs, &ex);
-    corr_window_close(c, o);
-    if (!note)
-        return;
-    note->off.type = o->type->id;
-    note->off.kind = o->kind;
-    note->off.path = opath;
-    note->off.npath = ex.npath;
-    note->off.ntop = HS_MIN(ex.ntop, CORR_UI_LIST);
-    for (uint32_t i = 0; i < note->off.ntop; i++) {
-        note->off.top[i].fid = ex.top[i].fid;
-        note->off.top[i].share = ex.top[i].share;
-        note->off.top[i].lib = ex.top[i].lib;
-    }
-}
-
-/* The attributes of a match; the /ui note is filled and recorded. */
-static void put_match(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
-                      const struct corr_frag_group *g, struct hs_buf *attrs,
-                      struct corr_ui_note *note)
-{
-    const char *k = kind_text(m->kind);
-    hs_attr_string(attrs, HS_ATTR_PROFILE_MATCH, k, strlen(k));
-    hs_attr_string(attrs, HS_ATTR_PROFILE_TYPE, m->type->id, strlen(m->type->id));
-    uint32_t path[CORR_MAX_STACK_DEPTH], opath[CORR_MAX_STACK_DEPTH];
-    static const struct corr_explain_keys keys = {HS_ATTR_PROFILE_TOP_FUNCTIONS,
-                                                  HS_ATTR_PROFILE_HOT_PATH};
-    struct corr_explained ex = {.path = path};
-    corr_explain(c, m, s->name, &keys, attrs, &ex);
-    double share = cpu_share(c, s, m);
-    if (m->kind == CORR_MATCH_SPAN)
-        put_span_id(s, attrs);
-    if (share >= 0)
-        hs_attr_double(attrs, HS_ATTR_PROFILE_CPU_SHARE, share);
-    corr_put_grown(c, m, attrs, note);
-    struct hs_buf link = {0};
-    put_link(c, m, attrs, &link);
-    corr_window_close(c, m); /* the off-CPU match needs the scratch */
-    struct corr_matched o = {0};
-    put_offcpu(c, s, m, share, &o, opath, attrs, note);
-    if (note) {
-        for (uint32_t i = 0; i < ex.ntop && i < CORR_UI_LIST; i++) {
-            note->top[i].fid = ex.top[i].fid;
-            note->top[i].share = ex.top[i].share;
-            note->top[i].lib = ex.top[i].lib;
-            note->ntop = i + 1;
-        }
-        note->svc = m->svc;
-        note->type = m->type->id;
-        note->stacks = m->stacks;
-        note->nstacks = m->nstacks;
-        note->total = m->total;
-        note->path = path;
-        note->npath = ex.npath;
-        note->cpu_share = share;
-        note->link = link.len ? (const char *)link.data : NULL;
-        note->link_len = link.len;
-        note->span = s;
-        note->kind = m->kind;
-        note->nplus1 = g;
-        corr_ui_record(&c->ui, note); /* while path[] and the stacks are alive */
-    }
-    corr_matched_free(c, &o);
-    hs_buf_free(&link);
-}
-
-enum corr_match corr_annotate(struct correlator *c, const struct corr_span *s,
-                              enum corr_reason fallback, struct hs_buf *attrs)
-{
-    hs_attr_bool(attrs, HS_ATTR_SLOW, true);
-    hs_attr_string(attrs, HS_ATTR_SLOW_REASON, s->slow_reason, strlen(s->slow_reason));
-    /* the /ui ring is told what the attributes say, in structured form */
-    struct corr_ui_note *note = c->ui.cap ? hs_xcalloc(1, sizeof(*note)) : NULL;
-    const struct corr_frag_group *g = put_nplus1(c, s, attrs);
-    struct corr_matched m = {0};
-    enum corr_reason why = fallback;
-    if (fallback != CORR_REASON_PARKED_LIMIT && find_match(c, s, &m, &why)) {
-        put_match(c, s, &m, g, attrs, note);
-    } else {
-        /* a timeout or shutdown says more than "nothing in the window" */
-        if (why == CORR_REASON_NO_PROFILE_IN_WINDOW && fallback != CORR_REASON_NONE)
-            why = fallback;
-        hs_attr_string(attrs, HS_ATTR_PROFILE_MATCH, "none", 4);
-        hs_attr_string(attrs, HS_ATTR_PROFILE_MATCH_REASON, reason_names[why],
-                       strlen(reason_names[why]));
-        if (m.type)
-            hs_attr_string(attrs, HS_ATTR_PROFILE_TYPE, m.type->id, strlen(m.type->id));
-        m.kind = CORR_MATCH_NONE;
-        double share = cpu_share(c, s, &m); /* a labelled span off CPU: 0 */
-        if (share >= 0)
-            hs_attr_double(attrs, HS_ATTR_PROFILE_CPU_SHARE, share);
-        if (note) {
-            *note = (struct corr_ui_note){.reason = why,
-                                          .type = m.type ? m.type->id : NULL,
-                                          .span = s,
-                                          .kind = CORR_MATCH_NONE,
-                                          .svc = m.svc,
-                                          .cpu_share = share,
-                                          .nplus1 = g};
-            corr_ui_record(&c->ui, note);
-        }
-    }
-    free(note);
-    corr_matched_free(c, &m);
-    hs_counter_add(c->stats.annotated[m.kind], 1);
-    return m.kind;
+    return waited(s, m, share) && find_offcpu(c, s, m, o);
 }

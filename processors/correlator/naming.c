@@ -1,14 +1,13 @@
 /* naming.c: what the correlator calls things: the kind of a profile type (cpu, wall, mutex,
- * ...), which of a profile's columns it indexes, and the short names functions are displayed
- * by (attributes carry the names as the profiler wrote them). */
+ * ...), the short names functions are displayed by (attributes carry the names as the profiler
+ * wrote them), whether a function is the one a span is named after, and why nothing matched. */
 #include <string.h>
 
-#include "pdata/profiles.h"
 #include "processors/correlator/correlator_int.h"
 
 /* What the type measures, from its sample type and the profile name in its id (Pyroscope's
  * `mutex`/`block`; both say "contentions"/"delay"), as wire.md §5.3 names them. */
-enum corr_kind corr_type_kind(const char *id, const char *type)
+enum corr_kind hs_corr_type_kind(const char *id, const char *type)
 {
     if (strcmp(type, "cpu") == 0)
         return CORR_KIND_CPU;
@@ -27,32 +26,9 @@ enum corr_kind corr_type_kind(const char *id, const char *type)
     return CORR_KIND_OTHER;
 }
 
-bool corr_kind_waits(int rank)
+bool hs_corr_kind_waits(int rank)
 {
     return rank == CORR_KIND_GOROUTINES || rank == CORR_KIND_MUTEX || rank == CORR_KIND_BLOCK;
-}
-
-/* The columns of a profile the index reads: "cpu" and "wall" (a Node wall profile carries
- * both) as two types; otherwise one: alloc_space (a Go heap profile: what was allocated in the
- * window, not what is live), else the summary's main column. Returns their count. */
-uint32_t corr_index_columns(const struct hs_profile_summary *sum, uint32_t cols[2])
-{
-    uint32_t n = 0, cpu = UINT32_MAX, wall = UINT32_MAX, alloc = UINT32_MAX;
-    for (uint32_t t = 0; t < sum->ntypes; t++) {
-        if (strcmp(sum->types[t], "cpu") == 0 && cpu == UINT32_MAX)
-            cpu = t;
-        else if (strcmp(sum->types[t], "wall") == 0 && wall == UINT32_MAX)
-            wall = t;
-        else if (strcmp(sum->types[t], "alloc_space") == 0 && alloc == UINT32_MAX)
-            alloc = t;
-    }
-    if (cpu != UINT32_MAX)
-        cols[n++] = cpu;
-    if (wall != UINT32_MAX)
-        cols[n++] = wall;
-    if (n == 0)
-        cols[n++] = alloc != UINT32_MAX ? alloc : sum->main_type;
-    return n;
 }
 
 static bool all_digits(const char *s, size_t n)
@@ -72,7 +48,7 @@ static bool all_digits(const char *s, size_t n)
  *   Go    "github.com/x/pg.(*Client).query"      -> "Client.query"
  *   Go    "encoding/json.Marshal"                -> "json.Marshal"
  * Anything else (Java, Python, C) is kept as it is. */
-size_t corr_display_name(const char *name, char *out, size_t cap)
+size_t hs_corr_display_name(const char *name, char *out, size_t cap)
 {
     size_t n = strlen(name);
     const char *last = memrchr(name, ':', n);
@@ -102,4 +78,25 @@ size_t corr_display_name(const char *name, char *out, size_t cap)
     }
     out[len] = '\0';
     return len;
+}
+
+bool hs_corr_name_matches(const char *disp, struct hs_str span_name)
+{
+    struct hs_str fn = {disp, strlen(disp)};
+    return hs_str_ends_with_name(fn, span_name) || hs_str_ends_with_name(span_name, fn);
+}
+
+static const char *const reason_names[] = {
+    [CORR_REASON_NONE] = "",
+    [CORR_REASON_NO_PROFILES_FOR_SERVICE] = "no_profiles_for_service",
+    [CORR_REASON_NO_PROFILE_IN_WINDOW] = "no_profile_in_window",
+    [CORR_REASON_TIMEOUT] = "timeout",
+    [CORR_REASON_PARKED_LIMIT] = "parked_limit",
+    [CORR_REASON_SHUTDOWN] = "shutdown",
+    [CORR_REASON_NO_SAMPLES_OF_SPAN] = "no_samples_of_span",
+};
+
+const char *hs_corr_reason_name(enum corr_reason r)
+{
+    return (size_t)r < HS_ARRAY_SIZE(reason_names) ? reason_names[r] : "";
 }

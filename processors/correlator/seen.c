@@ -8,7 +8,8 @@
 #include "processors/correlator/correlator_int.h"
 
 struct corr_seen_entry {
-    struct corr_seen_entry *hnext, *lprev, *lnext;
+    struct corr_seen_entry *hnext;
+    struct hs_queue lru; /* in the table's, most recently seen first */
     uint64_t hash;
     uint64_t first_ms, last_ms;
     uint32_t keylen;
@@ -26,33 +27,17 @@ static uint64_t seen_hash(struct hs_str t, struct hs_str s)
     return h ^ (h >> 31);
 }
 
-static void lru_unlink(struct corr_seen *t, struct corr_seen_entry *e)
+/* The service seen least recently, or NULL. */
+static struct corr_seen_entry *seen_last(const struct corr_seen *t)
 {
-    if (e->lprev)
-        e->lprev->lnext = e->lnext;
-    else
-        t->lru_head = e->lnext;
-    if (e->lnext)
-        e->lnext->lprev = e->lprev;
-    else
-        t->lru_tail = e->lprev;
-    e->lprev = e->lnext = NULL;
+    return hs_queue_empty(&t->lru) ? NULL
+                                   : hs_container_of(t->lru.prev, struct corr_seen_entry, lru);
 }
 
-static void lru_front(struct corr_seen *t, struct corr_seen_entry *e)
-{
-    e->lnext = t->lru_head;
-    e->lprev = NULL;
-    if (t->lru_head)
-        t->lru_head->lprev = e;
-    t->lru_head = e;
-    if (!t->lru_tail)
-        t->lru_tail = e;
-}
-
-void corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted)
+void hs_corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evicted)
 {
     memset(t, 0, sizeof(*t));
+    hs_queue_init(&t->lru);
     t->cap = cap ? cap : 1;
     t->mask = 255;
     while (t->mask + 1 < (size_t)t->cap && t->mask < (1u << 20) - 1)
@@ -62,14 +47,15 @@ void corr_seen_init(struct corr_seen *t, uint32_t cap, struct hs_counter **evict
     t->evicted = evicted;
 }
 
-void corr_seen_free(struct corr_seen *t)
+void hs_corr_seen_free(struct corr_seen *t)
 {
-    for (struct corr_seen_entry *e = t->lru_head, *nx; e; e = nx) {
-        nx = e->lnext;
+    for (struct corr_seen_entry *e; (e = seen_last(t));) {
+        hs_queue_remove(&e->lru);
         free(e);
     }
     free(t->table);
     memset(t, 0, sizeof(*t));
+    hs_queue_init(&t->lru);
 }
 
 static void seen_remove(struct corr_seen *t, struct corr_seen_entry *e)
@@ -78,14 +64,14 @@ static void seen_remove(struct corr_seen *t, struct corr_seen_entry *e)
     while (*pp != e)
         pp = &(*pp)->hnext;
     *pp = e->hnext;
-    lru_unlink(t, e);
+    hs_queue_remove(&e->lru);
     t->count--;
     t->bytes -= sizeof(*e) + e->keylen;
     free(e);
 }
 
-uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
-                         uint64_t now_ms)
+uint64_t hs_corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_str service,
+                            uint64_t now_ms)
 {
     uint64_t h = seen_hash(tenant, service);
     size_t keylen = tenant.len + 1 + service.len;
@@ -95,14 +81,14 @@ uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_st
             memcmp(e->key + tenant.len + 1, service.ptr, service.len) != 0)
             continue;
         e->last_ms = now_ms;
-        if (t->lru_head != e) {
-            lru_unlink(t, e);
-            lru_front(t, e);
+        if (hs_queue_head(&t->lru) != &e->lru) {
+            hs_queue_remove(&e->lru);
+            hs_queue_insert_head(&t->lru, &e->lru);
         }
         return e->first_ms;
     }
-    while (t->count >= t->cap && t->lru_tail) {
-        seen_remove(t, t->lru_tail);
+    for (struct corr_seen_entry *old; t->count >= t->cap && (old = seen_last(t));) {
+        seen_remove(t, old);
         hs_counter_add(*t->evicted, 1);
     }
     struct corr_seen_entry *e = hs_xmalloc(sizeof(*e) + keylen);
@@ -114,14 +100,14 @@ uint64_t corr_seen_touch(struct corr_seen *t, struct hs_str tenant, struct hs_st
     memcpy(e->key + tenant.len + 1, service.ptr, service.len);
     e->hnext = t->table[h & t->mask];
     t->table[h & t->mask] = e;
-    lru_front(t, e);
+    hs_queue_insert_head(&t->lru, &e->lru);
     t->count++;
     t->bytes += sizeof(*e) + keylen;
     return now_ms;
 }
 
-void corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms)
+void hs_corr_seen_expire(struct corr_seen *t, uint64_t now_ms, uint64_t idle_ms)
 {
-    while (t->lru_tail && t->lru_tail->last_ms + idle_ms < now_ms)
-        seen_remove(t, t->lru_tail);
+    for (struct corr_seen_entry *old; (old = seen_last(t)) && old->last_ms + idle_ms < now_ms;)
+        seen_remove(t, old);
 }

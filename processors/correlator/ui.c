@@ -1,18 +1,16 @@
 /* ui.c: the ring of recent annotated slow spans behind the admin endpoint's /ui page (design.md
  * §10): each entry a bounded copy of what annotation found, with a capped snapshot of the
- * matched stacks, and the handler that serves /ui and /ui/span/<id> (ui_html.c renders). */
+ * matched stacks (ui_html.c renders them, ui_http.c serves the pages). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/arena.h"
-#include "core/buf.h"
-#include "net/http_server.h"
 #include "processors/correlator/correlator_int.h"
 
 #define CORR_UI_NAMES 512 /* distinct function names per entry */
 
-void corr_ui_init(struct corr_ui *ui, uint32_t cap)
+void hs_corr_ui_init(struct corr_ui *ui, uint32_t cap)
 {
     memset(ui, 0, sizeof(*ui));
     ui->cut = &ui->dummy;
@@ -29,7 +27,7 @@ static void entry_free(struct corr_ui *ui, struct corr_ui_entry *e)
     hs_arena_free(e->arena);
 }
 
-void corr_ui_free(struct corr_ui *ui)
+void hs_corr_ui_free(struct corr_ui *ui)
 {
     for (uint32_t i = 0; i < ui->cap; i++)
         entry_free(ui, ui->ring[i]);
@@ -38,20 +36,20 @@ void corr_ui_free(struct corr_ui *ui)
     ui->cap = ui->n = 0;
 }
 
-const struct corr_ui_entry *corr_ui_get(const struct corr_ui *ui, uint32_t i)
+const struct corr_ui_entry *hs_corr_ui_get(const struct corr_ui *ui, uint32_t i)
 {
     if (i >= ui->n)
         return NULL;
     return ui->ring[(ui->head + ui->cap - 1 - i) % ui->cap];
 }
 
-const struct corr_ui_entry *corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
-                                         const char *tenant)
+const struct corr_ui_entry *hs_corr_ui_find(const struct corr_ui *ui, struct hs_str span_hex,
+                                            const char *tenant)
 {
     if (span_hex.len == 0 || span_hex.len > 16)
         return NULL;
     for (uint32_t i = 0; i < ui->n; i++) {
-        const struct corr_ui_entry *e = corr_ui_get(ui, i);
+        const struct corr_ui_entry *e = hs_corr_ui_get(ui, i);
         if (strlen(e->span_hex) == span_hex.len && hs_str_ieq(span_hex, e->span_hex) &&
             (!tenant || strcmp(e->tenant, tenant) == 0))
             return e;
@@ -134,7 +132,7 @@ static int by_value(const void *a, const void *b)
 /* The matched stacks, alike ones merged (one per bucket otherwise), heaviest first, and how
  * many of them, and of their frames, CORR_UI_STACKS, CORR_UI_DEPTH and CORR_UI_FRAMES let in:
  * the entry is sized by what it keeps, a few KiB for a typical span. */
-static void snapshot_plan(struct snap *s, const struct corr_ui_note *n)
+static void snapshot_plan(struct snap *s, const struct corr_note *n)
 {
     if (n->nstacks == 0)
         return;
@@ -191,7 +189,7 @@ static void snapshot_stacks(struct snap *s)
 }
 
 /* Top, grown and hot path names first: they are what the page leads with. */
-static void snapshot_lists(struct snap *s, const struct corr_ui_note *n)
+static void snapshot_lists(struct snap *s, const struct corr_note *n)
 {
     struct corr_ui_entry *e = s->e;
     e->top = hs_arena_alloc(e->arena, HS_MAX(n->ntop, 1) * sizeof(*e->top));
@@ -219,7 +217,7 @@ static void snapshot_lists(struct snap *s, const struct corr_ui_note *n)
 }
 
 /* What the off-CPU type said: its id, top functions and hot path. */
-static void snapshot_offcpu(struct snap *s, const struct corr_ui_note *n)
+static void snapshot_offcpu(struct snap *s, const struct corr_note *n)
 {
     struct corr_ui_entry *e = s->e;
     if (!n->off.type)
@@ -244,7 +242,7 @@ static void snapshot_offcpu(struct snap *s, const struct corr_ui_note *n)
     }
 }
 
-static void copy_strings(struct corr_ui_entry *e, const struct corr_ui_note *n)
+static void copy_strings(struct corr_ui_entry *e, const struct corr_note *n)
 {
     const struct corr_span *sp = n->span;
     struct hs_arena *a = e->arena;
@@ -262,7 +260,7 @@ static void copy_strings(struct corr_ui_entry *e, const struct corr_ui_note *n)
         e->link = hs_arena_strndup(a, n->link, n->link_len);
 }
 
-static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_ui_note *n)
+static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_note *n)
 {
     struct hs_arena *a = hs_arena_new(4096, CORR_UI_ENTRY_BYTES);
     struct corr_ui_entry *e = a ? hs_arena_alloc(a, sizeof(*e)) : NULL;
@@ -316,7 +314,7 @@ static struct corr_ui_entry *entry_new(struct corr_ui *ui, const struct corr_ui_
     return e;
 }
 
-void corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n)
+void hs_corr_ui_record(struct corr_ui *ui, const struct corr_note *n)
 {
     if (ui->cap == 0)
         return;
@@ -330,97 +328,4 @@ void corr_ui_record(struct corr_ui *ui, const struct corr_ui_note *n)
     ui->n = HS_MIN(ui->n + 1, ui->cap);
     ui->seq++;
     ui->bytes += e->bytes;
-}
-
-/* ---- the admin handler ------------------------------------------------------------------ */
-
-static void respond_html(struct hs_http_request *req, int status, const struct hs_buf *b)
-{
-    /* function and span names come from clients: no script may run, whatever slips through */
-    static const struct hs_http_header h[] = {
-        {HS_STR("content-security-policy"),
-         HS_STR("default-src 'none'; style-src 'unsafe-inline'; img-src data:")},
-        {HS_STR("x-content-type-options"), HS_STR("nosniff")},
-        {HS_STR("cache-control"), HS_STR("no-store")},
-    };
-    hs_http_respond(req, status, "text/html; charset=utf-8", h, HS_ARRAY_SIZE(h), b->data, b->len);
-}
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* The query's `tenant` value, %XX-decoded into out (cap bytes with its NUL). Returns 0 when
- * absent, 1 when present, -1 when longer than any tenant /ui keeps (CORR_UI_TEXT) or not
- * decodable. */
-static int query_tenant(struct hs_str q, char *out, size_t cap)
-{
-    for (size_t i = 0; i < q.len;) {
-        const char *amp = memchr(q.ptr + i, '&', q.len - i);
-        size_t end = amp ? (size_t)(amp - q.ptr) : q.len;
-        if (end - i >= 7 && memcmp(q.ptr + i, "tenant=", 7) == 0) {
-            size_t n = 0;
-            for (size_t k = i + 7; k < end; k++) {
-                int ch = (unsigned char)q.ptr[k];
-                if (ch == '%') {
-                    int hi = k + 2 < end ? hexval(q.ptr[k + 1]) : -1;
-                    int lo = k + 2 < end ? hexval(q.ptr[k + 2]) : -1;
-                    if (hi < 0 || lo < 0 || (hi | lo) == 0)
-                        return -1;
-                    ch = hi << 4 | lo;
-                    k += 2;
-                }
-                if (n + 1 >= cap)
-                    return -1;
-                out[n++] = (char)ch;
-            }
-            out[n] = '\0';
-            return 1;
-        }
-        i = end + 1;
-    }
-    return 0;
-}
-
-/* /ui and /ui/span/<id>, one tenant at a time: a tenant's token sees its own (asking for another
- * is 403, another's span 404); an operator (`caller` NULL) chooses with ?tenant=, and without it
- * sees the newest span's tenant on the list and any tenant's span by its id. */
-void corr_ui_handle(void *ud, struct hs_http_request *req, const char *caller)
-{
-    struct correlator *c = ud;
-    struct hs_str p = req->path;
-    struct hs_buf b = {0};
-    char asked[CORR_UI_TEXT + 1];
-    int q = query_tenant(req->query, asked, sizeof(asked));
-    const char *tenant = caller ? caller : q == 1 ? asked : NULL;
-    int status = 200;
-    if (q < 0) {
-        status = 400;
-        corr_ui_render_message(&b, "Bad request",
-                               "?tenant= is not a tenant /ui could keep (at most 256 bytes, "
-                               "%XX escapes of nonzero bytes).");
-    } else if (caller && q == 1 && strcmp(asked, caller) != 0) {
-        status = 403;
-        corr_ui_render_message(&b, "Forbidden",
-                               "This credential is a tenant's token: it sees that tenant's "
-                               "spans only.");
-    } else if (hs_str_eq(p, "/ui") || hs_str_eq(p, "/ui/")) {
-        corr_ui_render_list(&c->ui, &c->conf, tenant, caller == NULL, &b);
-    } else if (p.len > 9 && memcmp(p.ptr, "/ui/span/", 9) == 0) {
-        struct hs_str id = {p.ptr + 9, p.len - 9};
-        if (corr_ui_render_span(&c->ui, &c->conf, id, tenant, &b) == HS_ENOENT)
-            status = 404;
-    } else {
-        status = 404;
-    }
-    if (status == 404) {
-        hs_buf_reset(&b);
-        corr_ui_render_not_found(&b);
-    }
-    respond_html(req, status, &b);
-    hs_buf_free(&b);
 }

@@ -38,39 +38,10 @@ static const char css[] =
     ".bar.base{background:#9aa3ad}"
     "footer{color:#8a919b;padding:10px 20px;font-size:12px}";
 
-void corr_html_escape(struct hs_buf *out, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        switch (ch) {
-        case '&':
-            hs_buf_append(out, "&amp;", 5);
-            break;
-        case '<':
-            hs_buf_append(out, "&lt;", 4);
-            break;
-        case '>':
-            hs_buf_append(out, "&gt;", 4);
-            break;
-        case '"':
-            hs_buf_append(out, "&quot;", 6);
-            break;
-        case '\'':
-            hs_buf_append(out, "&#39;", 5);
-            break;
-        default:
-            if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-                hs_buf_append(out, "\xEF\xBF\xBD", 3); /* U+FFFD: controls are not text */
-            else
-                hs_buf_putc(out, ch);
-        }
-    }
-}
-
 static void esc(struct hs_buf *b, const char *s)
 {
     if (s)
-        corr_html_escape(b, s, strlen(s));
+        hs_corr_html_escape(b, s, strlen(s));
 }
 
 static void page_open(struct hs_buf *b, const char *title)
@@ -95,7 +66,7 @@ static void page_close(struct hs_buf *b)
                   HS_VERSION);
 }
 
-void corr_ui_render_message(struct hs_buf *b, const char *title, const char *text)
+void hs_corr_ui_render_message(struct hs_buf *b, const char *title, const char *text)
 {
     page_open(b, title);
     hs_buf_printf(b, "<h1>");
@@ -106,7 +77,7 @@ void corr_ui_render_message(struct hs_buf *b, const char *title, const char *tex
     page_close(b);
 }
 
-void corr_ui_render_not_found(struct hs_buf *b)
+void hs_corr_ui_render_not_found(struct hs_buf *b)
 {
     page_open(b, "not found");
     hs_buf_printf(b, "<h1>Not found</h1><p class=\"empty\">No such span among the recent slow "
@@ -154,7 +125,7 @@ static void put_value(struct hs_buf *b, const char *type, int64_t v)
     if (u) {
         const char *end = strchr(u + 1, ':');
         hs_buf_putc(b, ' ');
-        corr_html_escape(b, u + 1, end ? (size_t)(end - u - 1) : strlen(u + 1));
+        hs_corr_html_escape(b, u + 1, end ? (size_t)(end - u - 1) : strlen(u + 1));
     }
 }
 
@@ -167,8 +138,8 @@ static void put_match(struct hs_buf *b, const struct corr_ui_entry *e)
 {
     const char *k = kind_name(e->kind);
     hs_buf_printf(b, "<span class=\"m m-%s\">%s</span>", k, k);
-    if (e->kind == CORR_MATCH_NONE && *corr_reason_name(e->reason))
-        hs_buf_printf(b, " <span class=\"sub\">%s</span>", corr_reason_name(e->reason));
+    if (e->kind == CORR_MATCH_NONE && *hs_corr_reason_name(e->reason))
+        hs_buf_printf(b, " <span class=\"sub\">%s</span>", hs_corr_reason_name(e->reason));
 }
 
 /* ---- the list --------------------------------------------------------------------------- */
@@ -180,7 +151,7 @@ static void tenant_query(struct hs_buf *b, const char *tenant)
     if (!*tenant)
         return;
     hs_buf_printf(b, "?tenant=");
-    corr_url_escape(b, tenant);
+    hs_corr_url_escape(b, tenant);
 }
 
 static void span_href(struct hs_buf *b, const struct corr_ui_entry *e)
@@ -227,7 +198,7 @@ static void tenant_bar(struct hs_buf *b, const struct corr_ui *ui, const char *s
     const char *seen[UI_TENANTS];
     uint32_t n = 0, more = 0;
     for (uint32_t i = 0; i < ui->n; i++) {
-        const char *t = corr_ui_get(ui, i)->tenant;
+        const char *t = hs_corr_ui_get(ui, i)->tenant;
         uint32_t k = 0;
         while (k < n && strcmp(seen[k], t) != 0)
             k++;
@@ -242,7 +213,7 @@ static void tenant_bar(struct hs_buf *b, const struct corr_ui *ui, const char *s
     for (uint32_t k = 0; k < n; k++) {
         bool cur = strcmp(seen[k], shown) == 0;
         hs_buf_printf(b, " %s<a href=\"/ui?tenant=", cur ? "<b>" : "");
-        corr_url_escape(b, seen[k]);
+        hs_corr_url_escape(b, seen[k]);
         hs_buf_printf(b, "\">");
         if (*seen[k])
             esc(b, seen[k]);
@@ -255,14 +226,14 @@ static void tenant_bar(struct hs_buf *b, const struct corr_ui *ui, const char *s
     hs_buf_printf(b, "</p>\n");
 }
 
-int corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
-                        const char *tenant, bool choose, struct hs_buf *b)
+int hs_corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf,
+                           const char *tenant, bool choose, struct hs_buf *b)
 {
     if (!tenant) /* an operator who did not choose: the newest span's tenant */
-        tenant = ui->n ? corr_ui_get(ui, 0)->tenant : "";
+        tenant = ui->n ? hs_corr_ui_get(ui, 0)->tenant : "";
     uint32_t mine = 0;
     for (uint32_t i = 0; i < ui->n; i++)
-        mine += strcmp(corr_ui_get(ui, i)->tenant, tenant) == 0;
+        mine += strcmp(hs_corr_ui_get(ui, i)->tenant, tenant) == 0;
     page_open(b, "recent slow spans");
     hs_buf_printf(b, "<h1>Recent slow spans</h1>\n");
     if (choose) {
@@ -290,7 +261,7 @@ int corr_ui_render_list(const struct corr_ui *ui, const struct corr_config *conf
                      "<tbody>\n");
     uint32_t i = 0, shown = 0;
     for (; i < ui->n && b->len < PAGE_MAX; i++) {
-        const struct corr_ui_entry *e = corr_ui_get(ui, i);
+        const struct corr_ui_entry *e = hs_corr_ui_get(ui, i);
         if (strcmp(e->tenant, tenant) == 0) {
             list_row(b, e);
             shown++;
@@ -344,7 +315,7 @@ static void grafana_link(struct hs_buf *u, const struct corr_config *conf,
     hs_buf_putc(&j, 0);
     hs_buf_printf(u, "%.*s/explore?schemaVersion=1&orgId=1&panes=",
                   (int)(bl && base[bl - 1] == '/' ? bl - 1 : bl), base);
-    corr_url_escape(u, (const char *)j.data);
+    hs_corr_url_escape(u, (const char *)j.data);
     hs_buf_free(&j);
 }
 
@@ -374,7 +345,7 @@ static void put_links(struct hs_buf *b, const struct corr_config *conf,
         grafana_link(&u, conf, e);
         hs_buf_printf(b, "%s<a id=\"grafana\" rel=\"noopener noreferrer\" href=\"",
                       any ? " · " : "");
-        corr_html_escape(b, (const char *)u.data, u.len);
+        hs_corr_html_escape(b, (const char *)u.data, u.len);
         hs_buf_printf(b, "\">the trace in Grafana Explore</a>");
         hs_buf_free(&u);
         any = true;
@@ -665,10 +636,10 @@ static void put_grown(struct hs_buf *b, const struct corr_config *conf,
     hs_buf_printf(b, "</tbody></table>\n");
 }
 
-int corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
-                        struct hs_str span_hex, const char *tenant, struct hs_buf *b)
+int hs_corr_ui_render_span(const struct corr_ui *ui, const struct corr_config *conf,
+                           struct hs_str span_hex, const char *tenant, struct hs_buf *b)
 {
-    const struct corr_ui_entry *e = corr_ui_find(ui, span_hex, tenant);
+    const struct corr_ui_entry *e = hs_corr_ui_find(ui, span_hex, tenant);
     if (!e)
         return HS_ENOENT;
     struct hs_buf title = {0};

@@ -112,8 +112,8 @@ static inline const char *alist(const Span *s, const char *key)
 static inline void shown_long_ago(struct fx *f, const char *tenant, const char *service)
 {
     struct correlator *c = hs_container_of(f->c, struct correlator, base);
-    corr_seen_touch(&c->seen, (struct hs_str){tenant, strlen(tenant)},
-                    (struct hs_str){service, strlen(service)}, fake_now);
+    hs_corr_seen_touch(&c->seen, (struct hs_str){tenant, strlen(tenant)},
+                       (struct hs_str){service, strlen(service)}, fake_now);
     fake_now += c->conf.first_profile_wait_ms;
 }
 

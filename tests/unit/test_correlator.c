@@ -566,8 +566,8 @@ static void test_index_bounds_and_evictions(void **state)
     }
     assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service\""), 1);
     struct correlator *c = hs_container_of(f.c, struct correlator, base);
-    assert_null(corr_index_find(&c->index, HS_STR(""), HS_STR("a")));
-    assert_non_null(corr_index_find(&c->index, HS_STR(""), HS_STR("c")));
+    assert_null(hs_corr_index_find(&c->index, HS_STR(""), HS_STR("a")));
+    assert_non_null(hs_corr_index_find(&c->index, HS_STR(""), HS_STR("c")));
     /* the same profile far in the past of its service: older than retention, not indexed */
     const struct pstack st[] = {{{"x", "y"}, 5, NULL}};
     assert_int_equal(send_profiles(&f, NULL, mkprofile("c", -3600, -3590, st, 1)), 0);
@@ -575,7 +575,7 @@ static void test_index_bounds_and_evictions(void **state)
     /* services not seen for the retention leave */
     fake_now += 15 * 60 * 1000 + 1;
     hs_correlator_tick(f.c);
-    assert_null(corr_index_find(&c->index, HS_STR(""), HS_STR("c")));
+    assert_null(hs_corr_index_find(&c->index, HS_STR(""), HS_STR("c")));
     assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service_expired\""), 2);
     teardown(&f);
 }
@@ -590,14 +590,14 @@ static void test_index_expires_with_nothing_parked(void **state)
     assert_int_equal(send_profiles(&f, NULL, mkprofile("lonely", 0, 10, st, 1)), 0);
     struct correlator *c = hs_container_of(f.c, struct correlator, base);
     assert_int_equal(hs_correlator_parked(f.c), 0);
-    assert_non_null(corr_index_find(&c->index, HS_STR(""), HS_STR("lonely")));
+    assert_non_null(hs_corr_index_find(&c->index, HS_STR(""), HS_STR("lonely")));
     fake_now += 60 * 1000 + 1;
     uv_handle_t *h = (uv_handle_t *)&c->housekeep;
     assert_false(uv_has_ref(h)); /* never keeps the loop alive on its own */
     uv_ref(h);                   /* here it must, so that UV_RUN_ONCE waits for it */
     uv_run(&f.loop, UV_RUN_ONCE);
     uv_unref(h);
-    assert_null(corr_index_find(&c->index, HS_STR(""), HS_STR("lonely")));
+    assert_null(hs_corr_index_find(&c->index, HS_STR(""), HS_STR("lonely")));
     assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service_expired\""), 1);
     teardown(&f); /* and shutdown closes it: uv_loop_close would fail otherwise */
 }
@@ -614,7 +614,7 @@ static void test_index_shed_while_memory_limiter_refuses(void **state)
         char name[16];
         snprintf(name, sizeof(name), "svc-%02d", i);
         struct hs_profile *p = mkprofile(name, 0, 10, st, 1);
-        assert_non_null(corr_index_add(&c->index, "", p, fake_now));
+        assert_non_null(hs_corr_index_add(&c->index, "", p, fake_now));
         hs_profile_free(p);
     }
     struct hs_health limiter = {0};
@@ -629,8 +629,8 @@ static void test_index_shed_while_memory_limiter_refuses(void **state)
     assert_true(shed >= 6 && shed <= 10);
     assert_int_equal(c->index.count, 16 - shed);
     assert_true(c->index.bytes <= before / 2);
-    assert_null(corr_index_find(&c->index, HS_STR(""), HS_STR("svc-00"))); /* oldest first */
-    assert_non_null(corr_index_find(&c->index, HS_STR(""), HS_STR("svc-15")));
+    assert_null(hs_corr_index_find(&c->index, HS_STR(""), HS_STR("svc-00"))); /* oldest first */
+    assert_non_null(hs_corr_index_find(&c->index, HS_STR(""), HS_STR("svc-15")));
     hs_correlator_housekeep(f.c); /* the same reading: its effect is not known yet */
     assert_int_equal(metric(&f, "correlator_evictions_total", ",what=\"service_shed\""), shed);
     hs_health_failed(&limiter, 6000, "still over");
@@ -669,21 +669,21 @@ static void test_config_errors(void **state)
 static void test_names_and_statements(void **state)
 {
     char out[128];
-    corr_display_name("./app.js:findByEmail:54", out, sizeof(out));
+    hs_corr_display_name("./app.js:findByEmail:54", out, sizeof(out));
     assert_string_equal(out, "findByEmail");
-    corr_display_name("main.(*UserRepository).findByEmail", out, sizeof(out));
+    hs_corr_display_name("main.(*UserRepository).findByEmail", out, sizeof(out));
     assert_string_equal(out, "UserRepository.findByEmail");
-    corr_display_name("com.acme.UserRepository.findByEmail", out, sizeof(out));
+    hs_corr_display_name("com.acme.UserRepository.findByEmail", out, sizeof(out));
     assert_string_equal(out, "com.acme.UserRepository.findByEmail");
-    corr_display_name("C:main", out, sizeof(out));
+    hs_corr_display_name("C:main", out, sizeof(out));
     assert_string_equal(out, "C:main");
     /* Node's anonymous functions have colons in their names; ESM files have them in paths */
-    corr_display_name("./app.js:(anonymous:L#51:C#51):51", out, sizeof(out));
+    hs_corr_display_name("./app.js:(anonymous:L#51:C#51):51", out, sizeof(out));
     assert_string_equal(out, "(anonymous:L#51:C#51)");
-    corr_display_name("file:///srv/app.mjs:loadPreferences:60", out, sizeof(out));
+    hs_corr_display_name("file:///srv/app.mjs:loadPreferences:60", out, sizeof(out));
     assert_string_equal(out, "loadPreferences");
     struct hs_str in = HS_STR("  select a1, \"x\"\t from t2 where v in (1, 2.5, 'it''s')  ");
-    corr_normalize_statement(in, out, sizeof(out));
+    hs_corr_normalize_statement(in, out, sizeof(out));
     assert_string_equal(out, "select a1, ? from t2 where v in (?, ?, ?)");
 }
 

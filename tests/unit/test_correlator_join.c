@@ -534,7 +534,7 @@ static void test_shares_come_from_all_samples(void **state)
     assert_true(fabs(attr(o, "profile.cpu_share")->double_value - 260.0 / 600.0) < 1e-12);
     /* the hot path and flame graph come from the kept stacks: the heaviest 64 */
     assert_string_equal(astr(o, "profile.hot_path"), HANDLE " > " FIND " > " LOADP);
-    const struct corr_ui_entry *e = corr_ui_get(&corr(&f)->ui, 0);
+    const struct corr_ui_entry *e = hs_corr_ui_get(&corr(&f)->ui, 0);
     assert_int_equal(e->nstacks, CORR_SPAN_STACKS);
     assert_int_equal(e->total, 260000000);
     teardown(&f);
@@ -659,7 +659,7 @@ static void test_offcpu_mutex(void **state)
     assert_string_equal(astr(o, "profile.offcpu.hot_path"),
                         FIND " > main.(*Cache).get > sync.(*Mutex).Unlock");
     /* /ui shows it too */
-    const struct corr_ui_entry *e = corr_ui_get(&corr(&f)->ui, 0);
+    const struct corr_ui_entry *e = hs_corr_ui_get(&corr(&f)->ui, 0);
     assert_string_equal(e->off_type, MUTEX_ID);
     assert_int_equal(e->off_ntop, 1);
     assert_string_equal(e->names[e->off_top[0].name], "Cache.get");
@@ -858,7 +858,7 @@ static void test_full_names_and_unambiguous_display(void **state)
     Span *o = out_span(&f, "GET /twins", NULL);
     assert_string_equal(alist(o, "profile.top_functions"),
                         "./a.js:flush:10 60% | ./b.js:flush:20 30% | ./main.js:render:30 10%");
-    const struct corr_ui_entry *e = corr_ui_get(&corr(&f)->ui, 0);
+    const struct corr_ui_entry *e = hs_corr_ui_get(&corr(&f)->ui, 0);
     assert_int_equal(e->ntop, 3);
     assert_string_equal(e->names[e->top[0].name], "./a.js:flush:10");
     assert_string_equal(e->names[e->top[1].name], "./b.js:flush:20");

@@ -48,7 +48,7 @@ static struct correlator *corr(struct fx *f)
 static char *render_list(const struct correlator *c)
 {
     struct hs_buf b = {0};
-    assert_int_equal(corr_ui_render_list(&c->ui, &c->conf, NULL, true, &b), 0);
+    assert_int_equal(hs_corr_ui_render_list(&c->ui, &c->conf, NULL, true, &b), 0);
     hs_buf_putc(&b, 0);
     return (char *)b.data;
 }
@@ -56,7 +56,7 @@ static char *render_list(const struct correlator *c)
 static char *render_span(const struct correlator *c, const char *hex)
 {
     struct hs_buf b = {0};
-    int rc = corr_ui_render_span(&c->ui, &c->conf, (struct hs_str){hex, strlen(hex)}, NULL, &b);
+    int rc = hs_corr_ui_render_span(&c->ui, &c->conf, (struct hs_str){hex, strlen(hex)}, NULL, &b);
     if (rc == HS_ENOENT) {
         assert_int_equal(b.len, 0);
         return NULL;
@@ -92,39 +92,39 @@ static struct corr_span fake_span(char *name, uint8_t *id)
 static void test_ring_bound_and_eviction(void **state)
 {
     struct corr_ui ui;
-    corr_ui_init(&ui, 3);
+    hs_corr_ui_init(&ui, 3);
     char names[5][8];
     uint8_t ids[5][16];
     for (int i = 0; i < 5; i++) {
         snprintf(names[i], sizeof(names[i]), "s%d", i);
         memset(ids[i], 0xa0 + i, sizeof(ids[i]));
         struct corr_span sp = fake_span(names[i], ids[i]);
-        struct corr_ui_note n = {
+        struct corr_note n = {
             .span = &sp, .kind = CORR_MATCH_NONE, .reason = CORR_REASON_TIMEOUT, .cpu_share = -1};
-        corr_ui_record(&ui, &n);
+        hs_corr_ui_record(&ui, &n);
         assert_int_equal(ui.n, i < 3 ? i + 1 : 3);
         size_t sum = 0;
         for (uint32_t k = 0; k < ui.n; k++)
-            sum += corr_ui_get(&ui, k)->bytes;
+            sum += hs_corr_ui_get(&ui, k)->bytes;
         assert_true(sum > 0);
         assert_int_equal(ui.bytes, sum); /* the gauge: every entry counted, the evicted not */
     }
     assert_int_equal(ui.seq, 5);
-    assert_null(corr_ui_get(&ui, 3));
-    assert_string_equal(corr_ui_get(&ui, 0)->name, "s4"); /* newest first */
-    assert_string_equal(corr_ui_get(&ui, 1)->name, "s3");
-    assert_string_equal(corr_ui_get(&ui, 2)->name, "s2");
-    assert_null(corr_ui_find(&ui, HS_STR("a0a0a0a0a0a0a0a0"), NULL)); /* evicted */
-    assert_null(corr_ui_find(&ui, HS_STR("a1a1a1a1a1a1a1a1"), NULL));
-    const struct corr_ui_entry *e = corr_ui_find(&ui, HS_STR("A3A3A3A3A3A3A3A3"), NULL);
+    assert_null(hs_corr_ui_get(&ui, 3));
+    assert_string_equal(hs_corr_ui_get(&ui, 0)->name, "s4"); /* newest first */
+    assert_string_equal(hs_corr_ui_get(&ui, 1)->name, "s3");
+    assert_string_equal(hs_corr_ui_get(&ui, 2)->name, "s2");
+    assert_null(hs_corr_ui_find(&ui, HS_STR("a0a0a0a0a0a0a0a0"), NULL)); /* evicted */
+    assert_null(hs_corr_ui_find(&ui, HS_STR("a1a1a1a1a1a1a1a1"), NULL));
+    const struct corr_ui_entry *e = hs_corr_ui_find(&ui, HS_STR("A3A3A3A3A3A3A3A3"), NULL);
     assert_non_null(e);
     assert_string_equal(e->name, "s3");
     assert_string_equal(e->span_hex, "a3a3a3a3a3a3a3a3");
     assert_string_equal(e->trace_hex, "a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3");
     assert_int_equal(e->dur_ns, MS(700));
     assert_int_equal(e->reason, CORR_REASON_TIMEOUT);
-    assert_null(corr_ui_find(&ui, HS_STR("a3a3"), NULL));
-    corr_ui_free(&ui);
+    assert_null(hs_corr_ui_find(&ui, HS_STR("a3a3"), NULL));
+    hs_corr_ui_free(&ui);
     assert_int_equal(ui.bytes, 0);
 }
 
@@ -132,16 +132,16 @@ static void record_as(struct corr_ui *ui, const char *tenant, char *name, uint8_
 {
     struct corr_span sp = fake_span(name, id);
     sp.tenant = (struct hs_str){tenant, strlen(tenant)};
-    struct corr_ui_note n = {
+    struct corr_note n = {
         .span = &sp, .kind = CORR_MATCH_NONE, .reason = CORR_REASON_TIMEOUT, .cpu_share = -1};
-    corr_ui_record(ui, &n);
+    hs_corr_ui_record(ui, &n);
 }
 
 static char *list_of(const struct corr_ui *ui, const char *tenant, bool choose)
 {
     struct corr_config conf = {0};
     struct hs_buf b = {0};
-    assert_int_equal(corr_ui_render_list(ui, &conf, tenant, choose, &b), 0);
+    assert_int_equal(hs_corr_ui_render_list(ui, &conf, tenant, choose, &b), 0);
     hs_buf_putc(&b, 0);
     return (char *)b.data;
 }
@@ -151,7 +151,7 @@ static char *span_of(const struct corr_ui *ui, const char *hex, const char *tena
 {
     struct corr_config conf = {0};
     struct hs_buf b = {0};
-    if (corr_ui_render_span(ui, &conf, (struct hs_str){hex, strlen(hex)}, tenant, &b) != 0)
+    if (hs_corr_ui_render_span(ui, &conf, (struct hs_str){hex, strlen(hex)}, tenant, &b) != 0)
         return NULL;
     hs_buf_putc(&b, 0);
     return (char *)b.data;
@@ -164,7 +164,7 @@ static char *span_of(const struct corr_ui *ui, const char *hex, const char *tena
 static void test_one_tenant_at_a_time(void **state)
 {
     struct corr_ui ui;
-    corr_ui_init(&ui, 8);
+    hs_corr_ui_init(&ui, 8);
     uint8_t ida1[16], idb1[16], ida2[16];
     memset(ida1, 0xa1, 16);
     memset(idb1, 0xb1, 16);
@@ -214,17 +214,17 @@ static void test_one_tenant_at_a_time(void **state)
     html = span_of(&ui, "a2a2a2a2a2a2a2a2", NULL);      /* an operator's, by its id alone */
     assert_non_null(strstr(html, a2));
     free(html);
-    corr_ui_free(&ui);
+    hs_corr_ui_free(&ui);
 
     /* no tenants in use: no tenant bar, the list as it always was */
-    corr_ui_init(&ui, 2);
+    hs_corr_ui_init(&ui, 2);
     record_as(&ui, "", a1, ida1);
     html = list_of(&ui, NULL, true);
     assert_non_null(strstr(html, a1));
     assert_null(strstr(html, "id=\"tenants\""));
     assert_non_null(strstr(html, "<a href=\"/ui/span/a1a1a1a1a1a1a1a1\">"));
     free(html);
-    corr_ui_free(&ui);
+    hs_corr_ui_free(&ui);
 }
 
 /* A fake service of `nf` functions "fn0".. for the snapshot. */
@@ -268,23 +268,23 @@ static const struct corr_ui_entry *record_stacks(struct corr_ui *ui, struct corr
     uint8_t id[16] = {1};
     char name[] = "GET /x";
     struct corr_span sp = fake_span(name, id);
-    struct corr_ui_note n = {.span = &sp,
-                             .kind = CORR_MATCH_WINDOW,
-                             .svc = svc,
-                             .type = "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
-                             .stacks = st,
-                             .nstacks = nst + 1,
-                             .total = 1,
-                             .cpu_share = -1};
-    corr_ui_record(ui, &n);
+    struct corr_note n = {.span = &sp,
+                          .kind = CORR_MATCH_WINDOW,
+                          .svc = svc,
+                          .type = "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+                          .stacks = st,
+                          .nstacks = nst + 1,
+                          .total = 1,
+                          .cpu_share = -1};
+    hs_corr_ui_record(ui, &n);
     free(st);
-    return corr_ui_get(ui, 0);
+    return hs_corr_ui_get(ui, 0);
 }
 
 static void test_snapshot_caps(void **state)
 {
     struct corr_ui ui;
-    corr_ui_init(&ui, 2);
+    hs_corr_ui_init(&ui, 2);
     struct corr_svc *svc = fake_svc(200);
     uint32_t *fids;
     /* 300 shallow stacks: the 256 heaviest are kept, the merged duplicate first */
@@ -318,8 +318,8 @@ static void test_snapshot_caps(void **state)
     assert_int_equal(e->cut_frames, fit * (100 - CORR_UI_DEPTH));
     assert_true(e->bytes <= CORR_UI_ENTRY_BYTES);
     assert_true(e->nnames <= svc->nnames);
-    assert_int_equal(ui.bytes, corr_ui_get(&ui, 0)->bytes + corr_ui_get(&ui, 1)->bytes);
-    corr_ui_free(&ui);
+    assert_int_equal(ui.bytes, hs_corr_ui_get(&ui, 0)->bytes + hs_corr_ui_get(&ui, 1)->bytes);
+    hs_corr_ui_free(&ui);
     free_svc(svc);
 }
 
@@ -327,7 +327,7 @@ static void test_escaping(void **state)
 {
     struct hs_buf b = {0};
     const char in[] = "<script>alert(\"x\")</script>'&\x01";
-    corr_html_escape(&b, in, sizeof(in) - 1);
+    hs_corr_html_escape(&b, in, sizeof(in) - 1);
     hs_buf_putc(&b, 0);
     assert_string_equal((char *)b.data, "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#39;"
                                         "&amp;\xEF\xBF\xBD");
@@ -387,7 +387,7 @@ static void test_pages_of_an_nplus1_span(void **state)
     free(html);
     nplus1_scenario(&f, "findByEmail");
     assert_int_equal(c->ui.n, 1);
-    const struct corr_ui_entry *e = corr_ui_get(&c->ui, 0);
+    const struct corr_ui_entry *e = hs_corr_ui_get(&c->ui, 0);
     assert_string_equal(e->span_hex, "6b6c6d6e6f707172"); /* seed 7 + 100 */
     assert_int_equal(e->kind, CORR_MATCH_WINDOW);
     assert_int_equal(e->nplus1, 12);
@@ -449,7 +449,7 @@ static void test_client_names_are_escaped(void **state)
     assert_null(strstr(html, "<img"));
     assert_non_null(strstr(html, "&lt;img src=x onerror=alert(1)&gt;"));
     free(html);
-    html = render_span(c, corr_ui_get(&c->ui, 0)->span_hex);
+    html = render_span(c, hs_corr_ui_get(&c->ui, 0)->span_hex);
     assert_null(strstr(html, "<img"));
     assert_null(strstr(html, "<script"));
     /* a window match (no function named like the span): the XSS frame is in the graph */

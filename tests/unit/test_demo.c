@@ -173,7 +173,7 @@ static int visit(void *ud, const struct hs_span_view *v)
     assert_true(hs_str_eq(sys, "postgresql"));
     assert_true(hs_span_attr_str(s->data, v, "db.statement", &stmt));
     char norm[256];
-    corr_normalize_statement(stmt, norm, sizeof(norm));
+    hs_corr_normalize_statement(stmt, norm, sizeof(norm));
     if (hs_str_eq(v->name, "SELECT preferences")) {
         if (s->prefs++ == 0)
             snprintf(s->stmt, sizeof(s->stmt), "%s", norm);

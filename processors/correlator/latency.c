@@ -1,4 +1,4 @@
-/* baseline.c: per (tenant, service, span name) streaming latency baseline, so "slow" can be
+/* latency.c: per (tenant, service, span name) streaming latency baseline, so "slow" can be
  * relative (slow.factor x p50) as well as absolute. A fixed log-bucket histogram per key, a
  * bounded number of keys, least recently used out first (counted). */
 #include <math.h>
@@ -15,7 +15,8 @@
 #define CORR_LAT_BASE_NS 100000.0
 
 struct corr_lat {
-    struct corr_lat *hnext, *lprev, *lnext;
+    struct corr_lat *hnext;
+    struct hs_queue lru; /* in the latency's, most recently used first */
     uint64_t hash;
     uint32_t n;
     uint32_t keylen;
@@ -36,49 +37,28 @@ static uint64_t lat_hash(struct hs_str t, struct hs_str s, struct hs_str n)
     return h ^ (h >> 31);
 }
 
-static void lru_unlink(struct corr_latency *l, struct corr_lat *e)
-{
-    if (e->lprev)
-        e->lprev->lnext = e->lnext;
-    else
-        l->lru_head = e->lnext;
-    if (e->lnext)
-        e->lnext->lprev = e->lprev;
-    else
-        l->lru_tail = e->lprev;
-    e->lprev = e->lnext = NULL;
-}
-
-static void lru_front(struct corr_latency *l, struct corr_lat *e)
-{
-    e->lnext = l->lru_head;
-    e->lprev = NULL;
-    if (l->lru_head)
-        l->lru_head->lprev = e;
-    l->lru_head = e;
-    if (!l->lru_tail)
-        l->lru_tail = e;
-}
-
-void corr_latency_init(struct corr_latency *l, struct corr_stats *stats)
+void hs_corr_latency_init(struct corr_latency *l, struct corr_stats *stats)
 {
     memset(l, 0, sizeof(*l));
+    hs_queue_init(&l->lru);
     l->mask = 1023;
     l->table = hs_xcalloc(l->mask + 1, sizeof(*l->table));
     l->stats = stats;
 }
 
-void corr_latency_free(struct corr_latency *l)
+void hs_corr_latency_free(struct corr_latency *l)
 {
-    for (struct corr_lat *e = l->lru_head, *nx; e; e = nx) {
-        nx = e->lnext;
+    while (!hs_queue_empty(&l->lru)) {
+        struct corr_lat *e = hs_container_of(hs_queue_head(&l->lru), struct corr_lat, lru);
+        hs_queue_remove(&e->lru);
         free(e);
     }
     free(l->table);
     memset(l, 0, sizeof(*l));
+    hs_queue_init(&l->lru);
 }
 
-size_t corr_latency_bytes(const struct corr_latency *l)
+size_t hs_corr_latency_bytes(const struct corr_latency *l)
 {
     return (l->mask + 1) * sizeof(*l->table) + l->count * (sizeof(struct corr_lat) + 64);
 }
@@ -95,12 +75,12 @@ static bool key_eq(const struct corr_lat *e, struct hs_str t, struct hs_str s, s
 
 static void lat_evict_tail(struct corr_latency *l)
 {
-    struct corr_lat *e = l->lru_tail;
+    struct corr_lat *e = hs_container_of(l->lru.prev, struct corr_lat, lru);
     struct corr_lat **pp = &l->table[e->hash & l->mask];
     while (*pp != e)
         pp = &(*pp)->hnext;
     *pp = e->hnext;
-    lru_unlink(l, e);
+    hs_queue_remove(&e->lru);
     free(e);
     l->count--;
     hs_counter_add(l->stats->ev_latency, 1);
@@ -125,15 +105,16 @@ static uint64_t lat_p50(const struct corr_lat *e)
     return 0;
 }
 
-uint64_t corr_latency_observe(struct corr_latency *l, struct hs_str tenant, struct hs_str service,
-                              struct hs_str name, uint64_t dur_ns, uint32_t *n)
+uint64_t hs_corr_latency_observe(struct corr_latency *l, struct hs_str tenant,
+                                 struct hs_str service, struct hs_str name, uint64_t dur_ns,
+                                 uint32_t *n)
 {
     uint64_t h = lat_hash(tenant, service, name);
     struct corr_lat *e = l->table[h & l->mask];
     while (e && !(e->hash == h && key_eq(e, tenant, service, name)))
         e = e->hnext;
     if (e) {
-        lru_unlink(l, e);
+        hs_queue_remove(&e->lru);
     } else {
         if (l->count >= CORR_LAT_KEYS)
             lat_evict_tail(l);
@@ -148,7 +129,7 @@ uint64_t corr_latency_observe(struct corr_latency *l, struct hs_str tenant, stru
         l->table[h & l->mask] = e;
         l->count++;
     }
-    lru_front(l, e);
+    hs_queue_insert_head(&l->lru, &e->lru);
     *n = e->n;
     uint64_t p50 = e->n ? lat_p50(e) : 0;
     if (e->n >= CORR_LAT_HALVE) {

@@ -1,4 +1,4 @@
-/* nplus1.c: a small bounded index of recent trace fragments, (tenant, trace id, parent span id)
+/* fragments.c: a small bounded index of recent trace fragments, (tenant, trace id, parent span id)
  * -> children counted by name and by normalized db.statement, to tell a slow span that it made
  * the same call many times (N+1). A ring: the oldest fragment is overwritten first (counted).
  * The tenant is in the key because a trace id crosses tenants when services of two tenants
@@ -18,20 +18,20 @@ static uint64_t frag_hash(const uint8_t *p, size_t n, uint64_t h)
 
 #define CHAIN_MASK (CORR_FRAG_ENTRIES * 2 - 1)
 
-void corr_frags_init(struct corr_frags *f, struct corr_stats *stats)
+void hs_corr_fragments_init(struct corr_fragments *f, struct corr_stats *stats)
 {
     memset(f, 0, sizeof(*f));
     f->stats = stats;
 }
 
-void corr_frags_free(struct corr_frags *f)
+void hs_corr_fragments_free(struct corr_fragments *f)
 {
     free(f->entries);
     free(f->chains);
     memset(f, 0, sizeof(*f));
 }
 
-size_t corr_normalize_statement(struct hs_str in, char *out, size_t cap)
+size_t hs_corr_normalize_statement(struct hs_str in, char *out, size_t cap)
 {
     size_t n = 0;
     bool space = false;
@@ -76,7 +76,7 @@ size_t corr_normalize_statement(struct hs_str in, char *out, size_t cap)
     return n;
 }
 
-static struct corr_frag *frag_find(struct corr_frags *f, const uint8_t key[CORR_FRAG_KEY],
+static struct corr_frag *frag_find(struct corr_fragments *f, const uint8_t key[CORR_FRAG_KEY],
                                    uint64_t h)
 {
     if (!f->chains)
@@ -87,7 +87,7 @@ static struct corr_frag *frag_find(struct corr_frags *f, const uint8_t key[CORR_
     return NULL;
 }
 
-static void chain_unlink(struct corr_frags *f, uint32_t idx)
+static void chain_unlink(struct corr_fragments *f, uint32_t idx)
 {
     uint32_t *pp = &f->chains[f->entries[idx].hash & CHAIN_MASK];
     while (*pp != idx + 1)
@@ -95,7 +95,7 @@ static void chain_unlink(struct corr_frags *f, uint32_t idx)
     *pp = f->entries[idx].hnext;
 }
 
-static struct corr_frag *frag_new(struct corr_frags *f, const uint8_t key[CORR_FRAG_KEY],
+static struct corr_frag *frag_new(struct corr_fragments *f, const uint8_t key[CORR_FRAG_KEY],
                                   uint64_t h)
 {
     if (!f->chains)
@@ -164,8 +164,8 @@ static void group_add(struct corr_frag *e, const char *text, size_t len, bool st
     g->text[len] = '\0';
 }
 
-void corr_frags_add(struct corr_frags *f, struct hs_str tenant, struct hs_str trace_id,
-                    struct hs_str parent, struct hs_str name, struct hs_str statement)
+void hs_corr_fragments_add(struct corr_fragments *f, struct hs_str tenant, struct hs_str trace_id,
+                           struct hs_str parent, struct hs_str name, struct hs_str statement)
 {
     uint8_t key[CORR_FRAG_KEY];
     uint64_t h = make_key(tenant, trace_id, parent, key);
@@ -175,13 +175,13 @@ void corr_frags_add(struct corr_frags *f, struct hs_str tenant, struct hs_str tr
     group_add(e, name.ptr, name.len, false);
     if (statement.len) {
         char norm[512];
-        size_t n = corr_normalize_statement(statement, norm, sizeof(norm));
+        size_t n = hs_corr_normalize_statement(statement, norm, sizeof(norm));
         group_add(e, norm, n, true);
     }
 }
 
-const struct corr_frag_group *corr_frags_best(struct corr_frags *f, struct hs_str tenant,
-                                              struct hs_str trace_id, struct hs_str span_id)
+const struct corr_frag_group *hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
+                                                     struct hs_str trace_id, struct hs_str span_id)
 {
     uint8_t key[CORR_FRAG_KEY];
     struct corr_frag *e = frag_find(f, key, make_key(tenant, trace_id, span_id, key));
