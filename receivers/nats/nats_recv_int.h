@@ -115,6 +115,9 @@ struct nats_recv {
     unsigned signals;      /* of the pipelines it feeds */
     struct hs_pprof_limits lim;
     struct hs_nats_seen seen;
+    /* receiver.c's: stopping and no pull request out (pull.c calls it; closes the timer and
+     * the connection, then done) */
+    void (*drained)(struct nats_recv *r);
     uv_timer_t timer; /* request deadlines, pauses, consumer setup retries */
     uint64_t paused_until_ms;
     uint64_t setup_retry_ms, setup_backoff_ms;
@@ -150,8 +153,6 @@ void hs_nats_recv_delivered(struct durable *d);
 void hs_nats_recv_status(struct durable *d, uint64_t gen, enum hs_nats_status kind);
 
 /* ---- receiver.c, for pull.c ---- */
-/* Stopping and no pull request out: closes the timer and the connection, then done. */
-void hs_nats_recv_drained(struct nats_recv *r);
 /* Sends "+ACK", "-NAK {...}" or "+TERM" for a delivered message. */
 void hs_nats_recv_ack(struct nats_recv *r, const char *reply, const char *what);
 

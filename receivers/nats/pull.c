@@ -402,7 +402,7 @@ void hs_nats_recv_pump(struct nats_recv *r)
         out |= d->requesting;
     }
     if (r->stopping && !out) {
-        hs_nats_recv_drained(r);
+        r->drained(r);
         return;
     }
     if (!r->stopping && r->paused_until_ms > now)

@@ -242,10 +242,13 @@ static void check_conf(struct nats_recv *r, const struct hs_config_node *cfg, co
     }
 }
 
+static void drained(struct nats_recv *r);
+
 static int nats_create(const struct hs_config_node *cfg, const char *path,
                        struct hs_component **out, struct hs_error *err)
 {
     struct nats_recv *r = hs_xcalloc(1, sizeof(*r));
+    r->drained = drained;
     size_t before = err->count;
     struct nats_recv_create made = {0};
     if (hs_config_decode(nats_fields, cfg, &r->conf, path, err) == 0) {
@@ -339,7 +342,8 @@ static void nats_closed(void *ud)
 
 /* Called by the pump once stopping and no pull request is out: what was asked for has come
  * (and was handed on), so nothing in flight is left to redeliver after ack_wait. */
-void hs_nats_recv_drained(struct nats_recv *r)
+/* Stopping and no pull request out: closes the timer and the connection, then done. */
+static void drained(struct nats_recv *r)
 {
     if (r->closing)
         return;
