@@ -1,7 +1,7 @@
 /* config.h: the YAML config model. A file is parsed (libyaml) into a tree of nodes that keep
  * their line and column; components declare their keys in field tables (name, type, offsetof,
  * default as a string, bounds, doc) which drive decoding, defaults, unknown-key errors, bounds,
- * `hotspan validate` and the README's config reference (redis's static_configs, fluent-bit's
+ * `hotspan validate` and docs/reference.md's config reference (redis's static_configs, fluent-bit's
  * config_map). Every error of a file is collected, each as `FILE:LINE:COL: key.path: message`. */
 #ifndef HS_CONFIG_H
 #define HS_CONFIG_H

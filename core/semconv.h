@@ -1,5 +1,6 @@
 /* semconv.h: every attribute name hotspan writes on spans, in one place (design.md §1, style.md
- * §6). The README's attribute table lists the same names; a name changes here or nowhere. */
+ * §6). The attribute tables of the README and docs/correlation.md list the same names (ctest
+ * integration/docs checks); a name changes here or nowhere. */
 #ifndef HS_SEMCONV_H
 #define HS_SEMCONV_H
 

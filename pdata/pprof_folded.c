@@ -210,7 +210,8 @@ static int fold(struct folded *fo, const char *text, size_t len, const char *typ
         if (!sp && l.len == 0)
             continue;
         /* Pyroscope skips a line without a count; we refuse it, as a truncated body or one in
-         * another format would otherwise pass as a smaller profile (README, "Profiles") */
+         * another format would otherwise pass as a smaller profile (docs/protocols.md,
+         * "Profiles") */
         if (!sp)
             return hs_pprof_errf(fo->err, fo->errlen, HS_EINVAL,
                                  "line %zu: no count (a folded line is \"frame;frame count\")",

@@ -20,7 +20,7 @@
 #error "fuzz_json_mem counts allocations through ASan's hooks: build it with HS_SANITIZE=ON"
 #endif
 
-/* The documented bound (README, "What the receiver answers"): the output never passes twice
+/* The documented bound (docs/protocols.md, "OTLP/JSON"): the output never passes twice
  * the text, its buffer grows by doubling up to that (old and new blocks side by side for a
  * moment: 3x), and a number longer than 63 characters is copied once for strtod (1x). */
 #define HS_JSON_MEM_BOUND(n) (4 * (int64_t)(n) + 1024)

@@ -1,7 +1,8 @@
 // The command line and the config as a user meets them: --version, --help, `validate` (exit 2
 // and FILE:LINE:COL: key.path: message for each mistake), ${env:...} expansion, defaults
 // (`batch: {}`, a pipeline without processors), the `otlphttp` exporter, drain on SIGTERM,
-// /healthz.
+// /healthz; and the documentation that quotes it: docs/reference.md's config reference and the
+// README's first config.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, rmSync } from 'node:fs';
@@ -315,13 +316,26 @@ service:
 });
 
 describe('documentation', () => {
-  it("the README's config reference is what `hotspan config-reference` prints", async () => {
+  it("docs/reference.md's config reference is what `hotspan config-reference` prints", async () => {
     const r = await runHotspan(['config-reference']);
     assert.equal(r.code, 0);
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const m = /<!-- config-reference:begin -->\n([\s\S]*?)\n<!-- config-reference:end -->/.exec(readme);
-    assert.ok(m, 'README has the config reference markers');
+    const doc = readFileSync(new URL('../../docs/reference.md', import.meta.url), 'utf8');
+    const m = /<!-- config-reference:begin -->\n([\s\S]*?)\n<!-- config-reference:end -->/.exec(doc);
+    assert.ok(m, 'docs/reference.md has the config reference markers');
     assert.equal(m[1], r.stdout.replace(/^\n+|\n+$/g, ''),
-      'README is out of date: run scripts/gen-reference');
+      'docs/reference.md is out of date: run scripts/gen-reference');
+  });
+
+  it("the README's first config passes `hotspan validate`", async () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = /^## A first config\n([\s\S]*?)^## /m.exec(readme);
+    assert.ok(section, 'README has a "## A first config" section');
+    const yaml = /^```yaml\n([\s\S]*?)^```/m.exec(section[1]);
+    assert.ok(yaml, 'the section has a ```yaml block');
+    const { dir, file } = writeConfig(yaml[1]);
+    try {
+      const r = await runHotspan(['validate', '-c', file]);
+      assert.equal(r.code, 0, `validate README's first config: exit ${r.code}\n${r.stdout}${r.stderr}`);
+    } finally { rmSync(dir, { recursive: true, force: true }); }
   });
 });

@@ -1,5 +1,5 @@
-// /metrics and /healthz as an operator meets them: every metric family named in the README's
-// Metrics table is made to move by driving the real binary (receivers, the correlator with a
+// /metrics and /healthz as an operator meets them: every metric family named in docs/metrics.md's
+// table is made to move by driving the real binary (receivers, the correlator with a
 // slow span and a profile, a batch processor, sinks that fail, a memory_limiter with a tiny
 // limit, a persistent queue whose disk fails and a restart that replays it, a load_balancing
 // exporter whose DNS answer changes), and the last test
@@ -24,8 +24,8 @@ import { postProto, request } from './lib/http.mjs';
 import * as otlp from './lib/otlp.mjs';
 import { hostsFile, sharedPorts } from './lib/netns.mjs';
 
-// The README's Metrics table: every `| \`hotspan_...` row of README.md.
-const README = new URL('../../README.md', import.meta.url).pathname;
+// The Metrics table: every `| \`hotspan_...` row of docs/metrics.md.
+const METRICS_DOC = new URL('../../docs/metrics.md', import.meta.url).pathname;
 // Families whose cause is a unit's business, or needs a setup of its own (a JetStream
 // cluster), asserted where that is tested; this file checks that test still names the family
 // (the pattern; by default the family's name).
@@ -43,7 +43,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** The metric names of the table: the first backticked name of each `| \`hotspan_...` row. */
 function documentedMetrics() {
   const names = [];
-  for (const line of readFileSync(README, 'utf8').split('\n')) {
+  for (const line of readFileSync(METRICS_DOC, 'utf8').split('\n')) {
     const m = /^\| `(hotspan_[a-z0-9_]+)`/.exec(line);
     if (m) names.push(m[1]);
   }
@@ -561,16 +561,16 @@ service:
       await stopOk(hs);
     });
 
-  it('every family in the README table was seen to move', () => {
+  it('every family in the docs/metrics.md table was seen to move', () => {
     for (const [name, [file, pattern = new RegExp(`'${name}'`)]] of Object.entries(ASSERTED_ELSEWHERE)) {
       assert.match(readFileSync(new URL(file, import.meta.url), 'utf8'), pattern,
         `${name}: ${file} no longer asserts it`);
       saw(name);
     }
     const documented = documentedMetrics();
-    assert.ok(documented.length >= 40, `only ${documented.length} rows read from ${README}`);
+    assert.ok(documented.length >= 40, `only ${documented.length} rows read from ${METRICS_DOC}`);
     const missing = documented.filter((n) => !seen.has(n));
-    assert.deepEqual(missing, [], `documented in ${README} but not seen to change by a test:\n  ` +
+    assert.deepEqual(missing, [], `documented in ${METRICS_DOC} but not seen to change by a test:\n  ` +
       missing.join('\n  '));
   });
 });

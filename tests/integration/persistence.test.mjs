@@ -27,7 +27,7 @@ const CONSUMERS = 2;
 const PER_REQUEST = 50;
 
 // No batch processor: a 200 then means the spans are in the exporter's queue, on disk. (With
-// one, what it holds until its timeout is in memory only: see the README.)
+// one, what it holds until its timeout is in memory only: see docs/operations.md.)
 const config = (sinkPort, dir, retry = 'initial_interval: 100ms, max_interval: 200ms') => `
 receivers:
   otlp:
