@@ -11,8 +11,8 @@
 /* string: "span" (pprof span_id label), "window" (the service's profiles around the span, or
  * the subtree under the function named like the span) or "none". */
 #define HS_ATTR_PROFILE_MATCH "profile.match"
-/* string, with match "none": no_profiles_for_service | no_profile_in_window | timeout |
- * parked_limit | shutdown. */
+/* string, with match "none": no_profiles_for_service | no_profile_in_window |
+ * no_samples_of_span | timeout | parked_limit | shutdown. */
 #define HS_ATTR_PROFILE_MATCH_REASON "profile.match_reason"
 /* string array: "main.(*UserRepository).findByEmail 65%": an application function's total
  * (self + callees) share of the matched samples, heaviest first, named as the profiler wrote
