@@ -14,6 +14,7 @@ import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trac
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import Pyroscope from '@pyroscope/nodejs';
+import { stopProfiling } from './sdk_stop.mjs';
 
 const env = process.env;
 const plan = env.PLAN || 'FFFSFFSFFSFF';
@@ -116,6 +117,6 @@ for (const k of plan) {
 await Promise.all([apiProvider.forceFlush(), dbProvider.forceFlush()]);
 // keep profiling (idle) so an upload's `until` passes the last span's end, then flush the last
 await new Promise((r) => setTimeout(r, tailMs));
-await Pyroscope.stopWallProfiling();
+await stopProfiling(() => Pyroscope.stopWallProfiling());
 await Promise.all([apiProvider.shutdown(), dbProvider.shutdown()]);
 process.stdout.write(`${JSON.stringify({ requests, acc: acc > 0 })}\n`);

@@ -5,6 +5,7 @@
 // Env: SERVER_ADDRESS, APP_NAME, TAGS (JSON object), TENANT_ID, AUTH_TOKEN, DURATION_MS,
 // FLUSH_MS, SPAN_ID.
 import Pyroscope from '@pyroscope/nodejs';
+import { stopProfiling } from './sdk_stop.mjs';
 
 const env = process.env;
 const durationMs = Number(env.DURATION_MS || 2500);
@@ -43,5 +44,5 @@ while (Date.now() - t0 < durationMs) {
   // let the SDK's flush timer and uploads run
   await new Promise((r) => setImmediate(r));
 }
-await Pyroscope.stopWallProfiling();
+await stopProfiling(() => Pyroscope.stopWallProfiling());
 process.stdout.write(`${JSON.stringify({ rounds, ms: Date.now() - t0, sink: sink > 0 })}\n`);

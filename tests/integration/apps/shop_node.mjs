@@ -21,6 +21,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import Pyroscope from '@pyroscope/nodejs';
 import { pbkdf2Sync } from 'node:crypto';
+import { stopProfiling } from './sdk_stop.mjs';
 
 const env = process.env;
 const service = env.SERVICE || 'shop-node';
@@ -129,6 +130,6 @@ if (env.PLAN) {
 }
 await provider.forceFlush();
 await pause(Number(env.TAIL_MS || 0));
-await Pyroscope.stop();
+await stopProfiling(() => Pyroscope.stop());
 await provider.shutdown();
 process.stdout.write(`${JSON.stringify({ service, spans, exported, failed })}\n`);
