@@ -524,14 +524,14 @@ static void h1_dispatch(struct hs_http_conn *c)
         return;
     h->in_dispatch = true;
     s->handler(s->ud, &req);
-    h->in_dispatch = false;
-    if (!h->responded && !c->closing) {
+    if (!h->responded && !c->closing) { /* still in dispatch: an answer after it is dropped */
         hs_log_error(s->name, "the handler did not answer %s %.*s", req.method, (int)req.path.len,
                      req.path.ptr);
         static const char text[] = "500 the server did not answer this request\n";
         hs_http1_respond(&req, 500, "text/plain; charset=utf-8", NULL, 0, text, sizeof(text) - 1,
                          NULL, 0);
     }
+    h->in_dispatch = false;
     if (h->end_after)
         hs_http_conn_end(c);
 }

@@ -91,6 +91,8 @@ static void handler(void *ud, struct hs_http_request *req)
         big_answer(f, req);
         return;
     }
+    if (hs_str_eq(req->path, "/silent")) /* a handler that forgets to answer */
+        return;
     if (hs_str_eq(req->path, "/take")) { /* keep the body's own buffer, as receivers do */
         struct hs_buf got = {0};
         int rc = hs_http_request_take_body(req, &got);
@@ -333,6 +335,27 @@ static void client_pipelined(struct fix *f)
                  strstr(r.body, "body=abc"));
     free(r.body);
     cclose(&c);
+}
+
+/* A handler that returns without answering: the server answers 500 for it (the client is not
+ * left waiting until a timeout) and the connection serves the next request. */
+static void client_unanswered(struct fix *f)
+{
+    struct cconn c;
+    struct resp r = {0};
+    CHECK(f, cconnect(f->port, &c, 0));
+    CHECK(f, exchange(&c, "GET /silent HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 500 && strstr(r.body, "did not answer"));
+    free(r.body);
+    CHECK(f, exchange(&c, "GET /after HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    CHECK(f, r.status == 200 && strstr(r.body, "path=/after "));
+    free(r.body);
+    cclose(&c);
+}
+
+static void test_unanswered(void **state)
+{
+    run(*state, client_unanswered);
 }
 
 static void test_pipelined(void **state)
@@ -1347,6 +1370,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bytewise, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keepalive, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unanswered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_take_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunked, setup, teardown),
