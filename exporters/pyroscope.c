@@ -17,7 +17,6 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "exporters/pyroscope.h"
-#include "pdata/otlp_profiles.h"
 #include "pdata/profiles.h"
 #include "push/v1/push.pb-c.h"
 
@@ -409,21 +408,8 @@ static const struct hs_exporter_ops pyro_ops = {
 static int pyro_consume_profiles(struct hs_component *c, struct hs_profiles *b)
 {
     struct pyro_exp *e = hs_container_of(c, struct pyro_exp, x.base);
-    char err[200] = "";
-    int rc = b->format == HS_PROFILES_OTLP && !e->x.closing
-                 ? hs_profiles_to_pprof(b, err, sizeof(err))
-                 : 0;
-    if (rc != 0) { /* a memory bound or out of memory: not the client's to retry */
-        uint32_t suppressed;
-        hs_metrics_drop(c->metrics, c->id, "convert_failed", b->count);
-        if (hs_ratelimit_allow(&e->log_rl, hs_now_ms(), &suppressed))
-            hs_log_error(c->id,
-                         "dropped %u OTLP profiles: conversion to pprof failed: %s (%u similar "
-                         "messages suppressed)",
-                         b->count, err[0] ? err : hs_strerror(rc), suppressed);
-        hs_profiles_unref(b);
+    if (!e->x.closing && !hs_exporter_profiles_to_pprof(c, &e->log_rl, b))
         return 0;
-    }
     uint32_t n = count_sendable(b);
     if (!e->x.closing && n == 0) { /* nothing to send (Pyroscope answers 400 to it) */
         hs_profiles_unref(b);

@@ -9,6 +9,8 @@
 #include "core/buf.h"
 #include "core/common.h"
 #include "core/log.h"
+#include "core/metrics.h"
+#include "pdata/otlp_profiles.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
 
@@ -264,4 +266,25 @@ void hs_exporter_shutdown(struct hs_component *c, hs_done_cb done)
     x->closing = true;
     x->done = done;
     hs_sender_shutdown(exporter_sender(x), sender_done, x); /* after what is held is settled */
+}
+
+bool hs_exporter_profiles_to_pprof(struct hs_component *c, struct hs_ratelimit *rl,
+                                   struct hs_profiles *b)
+{
+    if (b->format != HS_PROFILES_OTLP)
+        return true;
+    char err[200] = "";
+    int rc = hs_profiles_to_pprof(b, err, sizeof(err));
+    if (rc == 0)
+        return true;
+    /* a memory bound or out of memory: not the client's to retry */
+    uint32_t suppressed;
+    hs_metrics_drop(c->metrics, c->id, "convert_failed", b->count);
+    if (hs_ratelimit_allow(rl, hs_now_ms(), &suppressed))
+        hs_log_error(c->id,
+                     "dropped %u OTLP profiles: conversion to pprof failed: %s (%u similar "
+                     "messages suppressed)",
+                     b->count, err[0] ? err : hs_strerror(rc), suppressed);
+    hs_profiles_unref(b);
+    return false;
 }

@@ -136,6 +136,14 @@ void hs_exporter_destroy(struct hs_component *c);
 int hs_exporter_submit(struct hs_exporter *x, void *item, size_t bytes, uint32_t count,
                        uint32_t parts);
 
+/* For an exporter that sends pprof (pyroscope; nats and load_balancing, which carry pprof on):
+ * converts an OTLP batch to pprof once (hs_profiles_to_pprof), in place. A pprof batch is left
+ * as it is. Returns false when the conversion failed: the batch is then dropped, counted
+ * (reason="convert_failed"), logged at most as often as `rl` allows, and released. */
+struct hs_ratelimit;
+bool hs_exporter_profiles_to_pprof(struct hs_component *c, struct hs_ratelimit *rl,
+                                   struct hs_profiles *b);
+
 /* ---- for an exporter made of others (load_balancing: two per backend) -------------------- */
 
 /* hs_exporter_submit with the routing key kept beside the item (hs_sender_submit_keyed). */

@@ -15,7 +15,6 @@
 #include "exporters/load_balancing/lb_int.h"
 #include "exporters/load_balancing/load_balancing.h"
 #include "exporters/load_balancing/ring.h"
-#include "pdata/otlp_profiles.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
 
@@ -357,19 +356,8 @@ static int lb_consume_profiles(struct hs_component *c, struct hs_profiles *b)
     }
     /* the backends speak Pyroscope's push or /ingest: an OTLP batch becomes pprof before it is
      * split, as the pyroscope exporter would make it */
-    char err[200] = "";
-    int rc = b->format == HS_PROFILES_OTLP ? hs_profiles_to_pprof(b, err, sizeof(err)) : 0;
-    if (rc != 0) {
-        uint32_t suppressed;
-        hs_metrics_drop(c->metrics, c->id, "convert_failed", b->count);
-        if (hs_ratelimit_allow(&lb->log_rl, hs_now_ms(), &suppressed))
-            hs_log_error(c->id,
-                         "dropped %u OTLP profiles: conversion to pprof failed: %s (%u similar "
-                         "messages suppressed)",
-                         b->count, err[0] ? err : hs_strerror(rc), suppressed);
-        hs_profiles_unref(b);
+    if (!hs_exporter_profiles_to_pprof(c, &lb->log_rl, b))
         return 0;
-    }
     return lb_consume(lb, LB_PROFILES, b, b->count);
 }
 

@@ -16,7 +16,7 @@
 #include "exporters/nats/nats.h"
 #include "nats_int.h"
 #include "pdata/bus.h"
-#include "pdata/otlp_profiles.h"
+#include "exporters/helper/exporter.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
 
@@ -216,22 +216,10 @@ static int nats_consume_traces(struct hs_component *c, struct hs_traces *t)
 static int nats_consume_profiles(struct hs_component *c, struct hs_profiles *b)
 {
     struct nats_exp *e = hs_container_of(c, struct nats_exp, base);
-    char err[200] = "";
     /* an OTLP request crosses the bus as pprof, converted once as the pyroscope exporter does,
      * so the nats receiver on the other side makes the batches every profiles exporter takes */
-    int rc = b->format == HS_PROFILES_OTLP && !e->closing ? hs_profiles_to_pprof(b, err, sizeof(err))
-                                                          : 0;
-    if (rc != 0) { /* a memory bound or out of memory: not the client's to retry */
-        uint32_t suppressed;
-        hs_metrics_drop(c->metrics, c->id, "convert_failed", b->count);
-        if (hs_ratelimit_allow(&e->log_rl, hs_now_ms(), &suppressed))
-            hs_log_error(c->id,
-                         "dropped %u OTLP profiles: conversion to pprof failed: %s (%u similar "
-                         "messages suppressed)",
-                         b->count, err[0] ? err : hs_strerror(rc), suppressed);
-        hs_profiles_unref(b);
+    if (!e->closing && !hs_exporter_profiles_to_pprof(c, &e->log_rl, b))
         return 0;
-    }
     if (b->count == 0) {
         hs_profiles_unref(b);
         return 0;
