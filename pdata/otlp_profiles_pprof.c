@@ -536,6 +536,10 @@ int hs_otlp_convert(struct hs_otlp_request *r, uint32_t index, const char *servi
     struct op_groups g;
     const uint32_t *of_sample = NULL;
     uint32_t group = 0;
+    if (index >= r->nprofiles) {
+        snprintf(err, errlen, "no profile %u (the request has %u)", index, r->nprofiles);
+        return HS_EINVAL;
+    }
     if (service) {
         if (hs_otlp_groups(r, index, ga, &g))
             return HS_ENOMEM;
@@ -559,10 +563,6 @@ int hs_otlp_profile_to_pprof(struct hs_otlp_request *r, uint32_t index, const ch
     if (!err || !errlen)
         err = dummy, errlen = sizeof(dummy);
     err[0] = '\0';
-    if (index >= r->nprofiles) {
-        snprintf(err, errlen, "no profile %u (the request has %u)", index, r->nprofiles);
-        return HS_EINVAL;
-    }
     struct hs_arena *ga = hs_arena_new(4096, 0);
     struct hs_arena *ta = hs_arena_new(65536, OP_TREE_CAP(r->len));
     struct hs_buf gz = {0};

@@ -732,6 +732,22 @@ static void test_otlp_ingest(void **state)
     }
 }
 
+/* A batch that cannot be converted (here: an item naming a Profile the request lacks) is
+ * dropped whole and counted as convert_failed; nothing is sent, nothing is refused. */
+static void test_otlp_convert_failed(void **state)
+{
+    struct fixture *fx = *state;
+    start_sink(fx);
+    start_exporter(fx, "endpoint: http://127.0.0.1:%u\n", fx->sink.port);
+    struct hs_profiles *b = otlp_batch(NULL);
+    b->items[2]->otlp_index = 99;
+    assert_int_equal(fx->exp->type->consume_profiles(fx->exp, b), 0);
+    assert_int_equal(dropped(fx, "convert_failed"), 3);
+    assert_int_equal(sent(fx), 0);
+    assert_int_equal(sink_count(&fx->sink), 0);
+    assert_true(fx->exp->type->ready(fx->exp));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -751,6 +767,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shutdown_before_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_otlp_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_otlp_ingest, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_otlp_convert_failed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
