@@ -63,8 +63,7 @@ static const struct corr_frag_group *put_nplus1(struct correlator *c, const stru
 static void put_span_id(const struct corr_span *s, struct hs_buf *attrs)
 {
     char hex[17];
-    for (size_t i = 0; i < 8; i++)
-        snprintf(hex + 2 * i, 3, "%02x", (uint8_t)s->span_id.ptr[i]);
+    corr_hex(hex, s->span_id.ptr, 8);
     hs_attr_string(attrs, HS_ATTR_PYROSCOPE_PROFILE_ID, hex, 16);
 }
 

@@ -4,8 +4,10 @@
  * profiles, unchanged and at once, to `next_profiles`. This file is its lifecycle. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "admin/admin.h"
+#include "core/semconv.h"
 #include "pdata/frames.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
@@ -31,6 +33,7 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
         return HS_EINVAL;
     }
     c->rules = rules;
+    c->service_is_name = strcmp(c->conf.labels.trace_service, HS_ATTR_SERVICE_NAME) == 0;
     hs_queue_init(&c->parked);
     c->stats.checked = c->stats.slow = c->stats.released_timeout = &c->stats.dummy;
     for (int i = 0; i < 3; i++)
@@ -139,7 +142,7 @@ static double gauge_bytes(void *ud)
 {
     struct correlator *c = ud;
     return (double)(c->index.bytes + hs_corr_latency_bytes(&c->latency) +
-                    c->frags.cap * sizeof(struct corr_frag) + c->seen.bytes);
+                    hs_corr_fragments_bytes(&c->frags) + c->seen.bytes);
 }
 
 static double gauge_ui_bytes(void *ud)

@@ -42,6 +42,7 @@ struct hs_traces;
 #define CORR_FRAG_ENTRIES 4096    /* (trace, parent span) fragments for N+1 */
 #define CORR_FRAG_GROUPS 3        /* name/statement groups per fragment */
 #define CORR_FRAG_TEXT 96         /* bytes of a group's text kept */
+#define CORR_FRAG_MEMO 64         /* statements remembered normalized (direct-mapped) */
 #define CORR_TRUNK_SHARE 0.9      /* root-most frames passing this share to one callee: trunk */
 #define CORR_HOT_PATH_MIN 0.1     /* hot path frames below this share are dropped */
 #define CORR_LIB_SHARE 0.5        /* "(in lib)" when a library holds this share of a function */
@@ -248,6 +249,10 @@ struct corr_index {
     int64_t *scratch; /* per fid, zero between uses */
     uint32_t *mark;   /* per fid, for counting a function once per stack */
     uint32_t stamp;   /* the last mark written */
+    /* per fid, zero between uses, for explaining a match (explain.c): each function's total,
+     * its samples as a leaf, its depth; ex_fids lists the functions */
+    int64_t *ex_tot, *ex_leaf;
+    uint32_t *ex_depth, *ex_fids;
     size_t nscratch;
     /* called before a service is freed (its parked spans must leave) */
     void (*on_evict)(void *ud, struct corr_svc *svc);
@@ -273,7 +278,7 @@ struct corr_svc *hs_corr_index_get(struct corr_index *ix, struct hs_str tenant,
 /* Expires services, and sheds half the index (ev_shed) when a memory_limiter registered in m
  * has a reading above its soft limit that it was not shed for yet. Returns services shed. */
 uint32_t hs_corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
-/* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
+/* Ensures ix->scratch, ix->mark and the ex_ arrays hold n entries. Returns 0 or HS_ENOMEM. */
 int hs_corr_index_scratch(struct corr_index *ix, size_t n);
 
 /* A stamp no ix->mark entry holds yet: mark[fid] == it says "seen in this pass". */
@@ -286,14 +291,47 @@ static inline uint32_t corr_index_stamp(struct corr_index *ix)
     return ix->stamp;
 }
 
+/* A hash of n bytes, chained through h (a seed, or the hash of an earlier part): eight bytes a
+ * step, the tail read as two overlapping words (as wyhash does), the length mixed in, and a final
+ * mix so that the low bits tables mask depend on every byte. The correlator's one hash: the
+ * traces path calls it per span, so it is word-wise rather than FNV's byte at a time. */
 static inline uint64_t corr_hash_bytes(const void *p, size_t n, uint64_t h)
 {
     const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= (uint64_t)n * 0x9e3779b97f4a7c15ULL;
+    for (; n >= 8; b += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 29;
+    }
+    if (n) {
+        uint64_t w;
+        if (n >= 4) {
+            uint32_t lo, hi;
+            memcpy(&lo, b, 4);
+            memcpy(&hi, b + n - 4, 4);
+            w = (uint64_t)hi << 32 | lo;
+        } else {
+            w = (uint64_t)b[0] << 16 | (uint64_t)b[n >> 1] << 8 | b[n - 1];
+        }
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 29;
+    }
+    h *= 0x94d049bb133111ebULL;
     return h ^ (h >> 32);
+}
+
+/* n bytes as lower-case hex into out (2n + 1 bytes, NUL-terminated). */
+static inline void corr_hex(char *out, const void *p, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
 }
 
 /* What an allocation really takes from the heap: the allocator's usable size plus its chunk
@@ -417,18 +455,33 @@ struct corr_frag {
     struct corr_frag_group groups[CORR_FRAG_GROUPS];
 };
 
+/* A statement as it came (raw, its hash) and normalized: children repeat a few statements (an
+ * ORM's parameterized one), so most are normalized once. */
+struct corr_stmt_memo {
+    uint64_t raw, hash; /* hash: of the whole normalized text, as groups key it */
+    uint32_t len;       /* of text */
+    bool used;
+    char text[CORR_FRAG_TEXT]; /* the normalized text as a group keeps it */
+};
+
 struct corr_fragments {
     struct corr_frag *entries; /* a ring: the oldest is overwritten first */
     uint32_t n, cap, head;     /* head: the oldest entry once the ring is full */
     uint32_t *chains;          /* [CORR_FRAG_ENTRIES * 2]: index + 1 */
+    struct corr_stmt_memo *memo; /* [CORR_FRAG_MEMO], by raw hash; made at the first statement */
     struct corr_stats *stats;
 };
 
 void hs_corr_fragments_init(struct corr_fragments *f, struct corr_stats *stats);
 void hs_corr_fragments_free(struct corr_fragments *f);
-/* Counts a child span under (tenant, trace id, parent span id) by its name and its statement. */
-void hs_corr_fragments_add(struct corr_fragments *f, struct hs_str tenant, struct hs_str trace_id,
+/* The tenant as fragments key it (a hash): the traces path works it out once per resource. */
+uint64_t hs_corr_fragments_tenant(struct hs_str tenant);
+/* Counts a child span under (tenant, trace id, parent span id) by its name and its statement;
+ * tenant: hs_corr_fragments_tenant's. */
+void hs_corr_fragments_add(struct corr_fragments *f, uint64_t tenant, struct hs_str trace_id,
                            struct hs_str parent, struct hs_str name, struct hs_str statement);
+/* Memory the fragments hold (entries and remembered statements). */
+size_t hs_corr_fragments_bytes(const struct corr_fragments *f);
 /* The largest group of children of (tenant, trace id, span id), or NULL. */
 const struct corr_frag_group *hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
                                                      struct hs_str trace_id, struct hs_str span_id);
@@ -542,9 +595,9 @@ struct corr_explained {
 };
 
 /* Writes the top functions and the hot path of m (its window still open) under keys. */
-void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
-                     struct hs_str span_name, const struct corr_explain_keys *keys,
-                     struct hs_buf *attrs, struct corr_explained *ex);
+void hs_corr_explain(struct correlator *c, const struct corr_matched *m, struct hs_str span_name,
+                     const struct corr_explain_keys *keys, struct hs_buf *attrs,
+                     struct corr_explained *ex);
 /* profile.grown_functions of m's window (still open); fills note->grown when note. */
 void hs_corr_explain_grown(const struct correlator *c, const struct corr_matched *m,
                            struct hs_buf *attrs, struct corr_note *note);
@@ -702,6 +755,7 @@ struct correlator {
     struct corr_fragments frags;
     struct corr_seen seen;
     struct hs_frame_rules *rules;
+    bool service_is_name; /* labels.trace_service is service.name: the scanner's view has it */
     struct corr_ui ui;
     struct hs_admin *admin; /* where /ui is routed, until shutdown */
     hs_corr_clock_fn clock;

@@ -61,10 +61,7 @@ const struct corr_ui_entry *hs_corr_ui_find(const struct corr_ui *ui, struct hs_
 
 static void hex(char *out, struct hs_str id, size_t max)
 {
-    size_t n = HS_MIN(id.len, max);
-    for (size_t i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", (uint8_t)id.ptr[i]);
-    out[2 * n] = '\0';
+    corr_hex(out, id.ptr, HS_MIN(id.len, max));
 }
 
 /* A copy of at most `cap` bytes, cut at a UTF-8 character boundary; NULL when the arena is
