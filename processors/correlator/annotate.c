@@ -94,11 +94,7 @@ static void put_offcpu(struct correlator *c, const struct corr_span *s, struct c
     note->off.path = opath;
     note->off.npath = ex.npath;
     note->off.ntop = HS_MIN(ex.ntop, CORR_UI_LIST);
-    for (uint32_t i = 0; i < note->off.ntop; i++) {
-        note->off.top[i].fid = ex.top[i].fid;
-        note->off.top[i].share = ex.top[i].share;
-        note->off.top[i].lib = ex.top[i].lib;
-    }
+    memcpy(note->off.top, ex.top, note->off.ntop * sizeof(*ex.top));
 }
 
 /* The attributes of a match, and the note when one is wanted (its paths and link in its own
@@ -127,12 +123,8 @@ static void put_match(struct correlator *c, const struct corr_span *s, struct co
     struct corr_matched o = {0};
     put_offcpu(c, s, m, share, &o, opath, attrs, note);
     if (note) {
-        for (uint32_t i = 0; i < ex.ntop && i < CORR_UI_LIST; i++) {
-            note->top[i].fid = ex.top[i].fid;
-            note->top[i].share = ex.top[i].share;
-            note->top[i].lib = ex.top[i].lib;
-            note->ntop = i + 1;
-        }
+        note->ntop = HS_MIN(ex.ntop, CORR_UI_LIST);
+        memcpy(note->top, ex.top, note->ntop * sizeof(*ex.top));
         note->svc = m->svc;
         note->type = m->type->id;
         note->stacks = m->stacks;

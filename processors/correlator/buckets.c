@@ -218,6 +218,31 @@ static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
     return b;
 }
 
+/* A function's values in a bucket's or a span's list (funcs, n, cap), whose positions pos maps
+ * (fid -> index + 1); the list grows from `first` entries. Adds *bytes allocated; false when it
+ * could not grow (nothing added). */
+static bool fval_add(struct corr_fval **funcs, uint32_t *n, uint32_t *cap, uint32_t first,
+                     int64_t *pos, uint32_t fid, int64_t self, int64_t total, ssize_t *bytes)
+{
+    if (!pos[fid]) {
+        if (*n == *cap) {
+            uint32_t ncap = *cap ? *cap * 2 : first;
+            ssize_t was = (ssize_t)corr_heap_size(*funcs);
+            struct corr_fval *nf = realloc(*funcs, ncap * sizeof(*nf));
+            if (!nf)
+                return false;
+            *bytes += (ssize_t)corr_heap_size(nf) - was;
+            *funcs = nf;
+            *cap = ncap;
+        }
+        (*funcs)[*n] = (struct corr_fval){.fid = fid};
+        pos[fid] = ++*n;
+    }
+    (*funcs)[pos[fid] - 1].self += self;
+    (*funcs)[pos[fid] - 1].total += total;
+    return true;
+}
+
 /* Adds the profile's function values to the bucket; fmap maps the profile's functions to the
  * service's ids. */
 static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
@@ -233,23 +258,9 @@ static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct c
         int64_t total = HS_MAX(sum->funcs[i].total[col], 0);
         if (self == 0 && total == 0)
             continue;
-        uint32_t fid = fmap[i];
-        if (!pos[fid]) {
-            if (b->nfuncs == b->capfuncs) {
-                uint32_t cap = b->capfuncs ? b->capfuncs * 2 : 16;
-                ssize_t was = (ssize_t)corr_heap_size(b->funcs);
-                struct corr_fval *nf = realloc(b->funcs, cap * sizeof(*nf));
-                if (!nf)
-                    continue;
-                bucket_account(ix, s, b, (ssize_t)corr_heap_size(nf) - was);
-                b->funcs = nf;
-                b->capfuncs = cap;
-            }
-            b->funcs[b->nfuncs] = (struct corr_fval){.fid = fid};
-            pos[fid] = ++b->nfuncs;
-        }
-        b->funcs[pos[fid] - 1].self += self;
-        b->funcs[pos[fid] - 1].total += total;
+        ssize_t d = 0; /* out of memory: the function is left out of the bucket */
+        if (fval_add(&b->funcs, &b->nfuncs, &b->capfuncs, 16, pos, fmap[i], self, total, &d))
+            bucket_account(ix, s, b, d);
     }
     for (uint32_t i = 0; i < b->nfuncs; i++)
         pos[b->funcs[i].fid] = 0;
@@ -306,23 +317,9 @@ static ssize_t span_stacks_room(struct corr_spanagg *a)
 static ssize_t span_add_func(struct corr_spanagg *a, int64_t *pos, uint32_t fid, int64_t self,
                              int64_t total)
 {
-    ssize_t d = 0;
-    if (!pos[fid]) {
-        if (a->nfuncs == a->capfuncs) {
-            uint32_t cap = a->capfuncs ? a->capfuncs * 2 : 8;
-            ssize_t was = (ssize_t)corr_heap_size(a->funcs);
-            struct corr_fval *nf = realloc(a->funcs, cap * sizeof(*nf));
-            if (!nf)
-                abort();
-            d = (ssize_t)corr_heap_size(nf) - was;
-            a->funcs = nf;
-            a->capfuncs = cap;
-        }
-        a->funcs[a->nfuncs] = (struct corr_fval){.fid = fid};
-        pos[fid] = ++a->nfuncs;
-    }
-    a->funcs[pos[fid] - 1].self += self;
-    a->funcs[pos[fid] - 1].total += total;
+    ssize_t d = 0; /* a span's exact totals are not cut short: as hs_xmalloc, out of memory ends */
+    if (!fval_add(&a->funcs, &a->nfuncs, &a->capfuncs, 8, pos, fid, self, total, &d))
+        abort();
     return d;
 }
 

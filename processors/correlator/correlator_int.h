@@ -583,14 +583,18 @@ struct corr_explain_keys {
     const char *top, *hot; /* the attribute names */
 };
 
+/* One of profile.top_functions: a function, its share of the matched samples, and the library
+ * it spends them in ("(in lib)"), or NULL. */
+struct corr_top {
+    uint32_t fid;
+    double share;
+    const char *lib;
+};
+
 struct corr_explained {
     uint32_t *path; /* [CORR_MAX_STACK_DEPTH], the caller's: the whole hot path, root first */
     uint32_t npath;
-    struct {
-        uint32_t fid;
-        double share;
-        const char *lib; /* "(in lib)", or NULL */
-    } top[20];
+    struct corr_top top[20];
     uint32_t ntop;
 };
 
@@ -618,11 +622,7 @@ struct corr_note {
     int64_t total; /* the matched samples, kept stacks and folded ones */
     const uint32_t *path;
     uint32_t npath;
-    struct {
-        uint32_t fid;
-        double share;
-        const char *lib;
-    } top[CORR_UI_LIST];
+    struct corr_top top[CORR_UI_LIST];
     uint32_t ntop;
     struct { uint32_t fid; double share, base; } grown[CORR_UI_LIST];
     uint32_t ngrown;
@@ -633,11 +633,7 @@ struct corr_note {
     struct {          /* profile.offcpu.*: type NULL when not written */
         const char *type;
         enum corr_match kind;
-        struct {
-            uint32_t fid;
-            double share;
-            const char *lib;
-        } top[CORR_UI_LIST];
+        struct corr_top top[CORR_UI_LIST];
         uint32_t ntop;
         const uint32_t *path;
         uint32_t npath;

@@ -343,9 +343,7 @@ void hs_corr_explain(struct correlator *c, const struct corr_matched *m, struct 
         const char *lib = app ? lib_under(m, r[i].fid) : NULL;
         double share = (double)r[i].total / (double)m->total;
         entry_text(text[i], s->names[r[i].fid].name, share, lib);
-        ex->top[i].fid = r[i].fid;
-        ex->top[i].share = share;
-        ex->top[i].lib = lib;
+        ex->top[i] = (struct corr_top){r[i].fid, share, lib};
     }
     ex->ntop = nr;
     if (nr)
