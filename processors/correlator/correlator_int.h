@@ -206,6 +206,7 @@ struct corr_name {
     char *name; /* as in the profile: what attributes carry */
     char *file; /* Function.filename, "" when unknown */
     char *disp; /* display name: "findByEmail" for "./app.js:findByEmail:54" (may == name) */
+    uint32_t dlen; /* strlen(disp) */
     char *lib;  /* runtime, standard library, third party or pseudo-frame: the library's name
                  * ("crypto/sha256", "node_modules/pg"); NULL for the application's own code */
     bool ambiguous; /* another function of the service has the same display name */
@@ -380,12 +381,12 @@ enum corr_kind hs_corr_type_kind(const char *id, const char *type);
 /* Does a type of this kind (corr_type.rank) record waiting: goroutines (mostly blocked ones),
  * mutex, block? A wall profile records where the time went, on CPU or off. */
 bool hs_corr_kind_waits(int rank);
-/* Is the function (by display name) the span's own? Either name may be the qualified one:
+/* Is the function (by its display name) the span's own? Either name may be the qualified one:
  * spans "findByEmail" and "UserRepository.findByEmail" both name the function
  * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
  * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
  * give the bare method. */
-bool hs_corr_name_matches(const char *disp, struct hs_str span_name);
+bool hs_corr_name_matches(const struct corr_name *fn, struct hs_str span_name);
 /* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
 const char *hs_corr_reason_name(enum corr_reason r);
 

@@ -183,11 +183,11 @@ static uint32_t trunk_len(const struct corr_svc *s, const struct corr_matched *m
     while (trunk < npath && (double)vals[trunk] >= CORR_TRUNK_SHARE * (double)m->total)
         trunk++;
     for (uint32_t k = 0; k < trunk; k++)
-        if (hs_corr_name_matches(s->names[path[k]].disp, span_name)) {
+        if (hs_corr_name_matches(&s->names[path[k]], span_name)) {
             trunk = k + 1;
             break;
         }
-    if (trunk > 1 && !hs_corr_name_matches(s->names[path[trunk - 1]].disp, span_name)) {
+    if (trunk > 1 && !hs_corr_name_matches(&s->names[path[trunk - 1]], span_name)) {
         trunk--;
         *kept = path[trunk];
     }

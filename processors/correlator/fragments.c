@@ -153,8 +153,13 @@ static uint64_t make_key(uint64_t tenant, struct hs_str trace_id, struct hs_str 
                          uint8_t key[CORR_FRAG_KEY])
 {
     memset(key, 0, CORR_FRAG_KEY);
-    memcpy(key, trace_id.ptr, HS_MIN(trace_id.len, 16));
-    memcpy(key + 16, span.ptr, HS_MIN(span.len, 8));
+    if (trace_id.len == 16 && span.len == 8) { /* ids as they should be: copies of fixed size */
+        memcpy(key, trace_id.ptr, 16);
+        memcpy(key + 16, span.ptr, 8);
+    } else {
+        memcpy(key, trace_id.ptr, HS_MIN(trace_id.len, 16));
+        memcpy(key + 16, span.ptr, HS_MIN(span.len, 8));
+    }
     memcpy(key + 24, &tenant, 8);
     return corr_hash_bytes(key, CORR_FRAG_KEY, 0xcbf29ce484222325ULL);
 }

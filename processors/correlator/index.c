@@ -273,6 +273,7 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     nm->name = hs_xstrndup(name, n);
     nm->file = hs_xstrndup(file, fl);
     nm->disp = dlen == n && memcmp(disp, name, n) == 0 ? nm->name : hs_xstrndup(disp, dlen);
+    nm->dlen = (uint32_t)dlen;
     nm->lib = NULL;
     struct hs_str lib = {0};
     if (ix->rules && hs_frame_is_library(ix->rules, name, file, &lib))

@@ -115,7 +115,7 @@ static bool match_subtree(struct correlator *c, struct corr_matched *m, struct h
     uint32_t anchor = UINT32_MAX;
     for (uint32_t i = 0; i < m->nwfids; i++) { /* the heaviest function named like the span */
         uint32_t f = m->wfids[i];
-        if (hs_corr_name_matches(m->svc->names[f].disp, name) &&
+        if (hs_corr_name_matches(&m->svc->names[f], name) &&
             (anchor == UINT32_MAX || wtot[f] > wtot[anchor]))
             anchor = f;
     }
