@@ -147,17 +147,34 @@ static ssize_t topk_add(struct corr_stack *set, uint32_t *n, uint32_t k, int64_t
     return (ssize_t)stack_set(&set[min], fids, depth, h, v) - freed;
 }
 
+/* The slot of span id in b's table: its own, or the free one it would take. */
+static uint32_t span_slot(const struct corr_bucket *b, uint64_t id)
+{
+    uint32_t mask = b->capspans * 2 - 1;
+    uint32_t i = (uint32_t)corr_hash_bytes(&id, 8, 1) & mask;
+    while (b->span_slots[i] && b->spans[b->span_slots[i] - 1].id != id)
+        i = (i + 1) & mask;
+    return i;
+}
+
+struct corr_spanagg *hs_corr_bucket_span(const struct corr_bucket *b, uint64_t id)
+{
+    if (!b->span_slots)
+        return NULL;
+    uint32_t v = b->span_slots[span_slot(b, id)];
+    return v ? &b->spans[v - 1] : NULL;
+}
+
 static struct corr_spanagg *span_get(struct corr_index *ix, struct corr_svc *s,
                                      struct corr_bucket *b, const uint8_t id8[8])
 {
     uint64_t id;
     memcpy(&id, id8, 8);
-    uint32_t mask = b->capspans * 2 - 1;
     uint32_t i = 0;
     if (b->span_slots) {
-        for (i = (uint32_t)corr_hash_bytes(&id, 8, 1) & mask; b->span_slots[i]; i = (i + 1) & mask)
-            if (b->spans[b->span_slots[i] - 1].id == id)
-                return &b->spans[b->span_slots[i] - 1];
+        i = span_slot(b, id);
+        if (b->span_slots[i])
+            return &b->spans[b->span_slots[i] - 1];
     }
     if (b->nspans == CORR_MAX_SPANS) {
         hs_counter_add(ix->stats->ev_span, 1);
@@ -181,15 +198,9 @@ static struct corr_spanagg *span_get(struct corr_index *ix, struct corr_svc *s,
         free(b->span_slots);
         b->span_slots = slots;
         b->capspans = cap;
-        mask = cap * 2 - 1;
-        for (uint32_t k = 0; k < b->nspans; k++) {
-            uint32_t j = (uint32_t)corr_hash_bytes(&b->spans[k].id, 8, 1) & mask;
-            while (slots[j])
-                j = (j + 1) & mask;
-            slots[j] = k + 1;
-        }
-        for (i = (uint32_t)corr_hash_bytes(&id, 8, 1) & mask; slots[i]; i = (i + 1) & mask)
-            ;
+        for (uint32_t k = 0; k < b->nspans; k++) /* ids are distinct: each takes a free slot */
+            slots[span_slot(b, b->spans[k].id)] = k + 1;
+        i = span_slot(b, id);
     }
     struct corr_spanagg *a = &b->spans[b->nspans++];
     memset(a, 0, sizeof(*a));

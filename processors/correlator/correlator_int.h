@@ -206,9 +206,9 @@ struct corr_name {
     char *name; /* as in the profile: what attributes carry */
     char *file; /* Function.filename, "" when unknown */
     char *disp; /* display name: "findByEmail" for "./app.js:findByEmail:54" (may == name) */
-    uint32_t dlen; /* strlen(disp) */
     char *lib;  /* runtime, standard library, third party or pseudo-frame: the library's name
                  * ("crypto/sha256", "node_modules/pg"); NULL for the application's own code */
+    uint32_t dlen;  /* strlen(disp) (beside the flags: the struct stays 40 bytes) */
     bool ambiguous; /* another function of the service has the same display name */
     bool same_name; /* ... and the same name: only the files differ */
 };
@@ -371,6 +371,8 @@ struct corr_bucket *hs_corr_bucket_add(struct corr_index *ix, struct corr_svc *s
                                        uint32_t col, const uint32_t *fmap);
 /* Frees b; returns what it counted, itself included. */
 size_t hs_corr_bucket_free(struct corr_bucket *b);
+/* The samples of span id (its 8 bytes, as memcpy'd) in b, or NULL. */
+struct corr_spanagg *hs_corr_bucket_span(const struct corr_bucket *b, uint64_t id);
 
 /* ---- names (naming.c) ------------------------------------------------------------------------ */
 
