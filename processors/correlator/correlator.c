@@ -35,6 +35,7 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
     c->rules = rules;
     c->service_is_name = strcmp(c->conf.labels.trace_service, HS_ATTR_SERVICE_NAME) == 0;
     hs_queue_init(&c->parked);
+    c->due_ms = UINT64_MAX;
     c->stats.checked = c->stats.slow = c->stats.released_timeout = &c->stats.dummy;
     for (int i = 0; i < 3; i++)
         c->stats.annotated[i] = &c->stats.dummy;
@@ -90,8 +91,11 @@ static int corr_consume_profiles(struct hs_component *base, struct hs_profiles *
     for (uint32_t i = 0; i < mine->count; i++) {
         /* released at once: a later add may evict this service */
         struct corr_svc *s = hs_corr_index_add(&c->index, mine->tenant, mine->items[i], now);
-        if (s && s->nparked)
+        if (s && s->nparked) {
             hs_corr_release_service(c, s, false);
+            if (s->settle_ms) /* its first upload: its cold spans leave when it settles */
+                c->due_ms = HS_MIN(c->due_ms, s->settle_ms);
+        }
     }
     hs_profiles_unref(mine);
     return 0;

@@ -458,14 +458,7 @@ struct corr_frag {
     struct corr_frag_group groups[CORR_FRAG_GROUPS];
 };
 
-/* A statement as it came (raw, its hash) and normalized: children repeat a few statements (an
- * ORM's parameterized one), so most are normalized once. */
-struct corr_stmt_memo {
-    uint64_t raw, hash; /* hash: of the whole normalized text, as groups key it */
-    uint32_t len;       /* of text */
-    bool used;
-    char text[CORR_FRAG_TEXT]; /* the normalized text as a group keeps it */
-};
+struct corr_stmt_memo;
 
 struct corr_fragments {
     struct corr_frag *entries; /* a ring: the oldest is overwritten first */
@@ -765,6 +758,7 @@ struct correlator {
     hs_done_cb done;
     struct hs_queue parked; /* every parked span (corr_parked.link), oldest first */
     uint32_t nparked;
+    uint64_t due_ms; /* no parked span's deadline or service's settling is before this */
     uint64_t parked_bytes;
     struct hs_traces **outq; /* released batches downstream refused, oldest first */
     uint32_t noutq, capoutq;

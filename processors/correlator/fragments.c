@@ -10,6 +10,15 @@
 
 #define CHAIN_MASK (CORR_FRAG_ENTRIES * 2 - 1)
 
+/* A statement as it came (raw, its hash) and normalized: children repeat a few statements (an
+ * ORM's parameterized one), so most are normalized once. */
+struct corr_stmt_memo {
+    uint64_t raw, hash; /* hash: of the whole normalized text, as groups key it */
+    uint32_t len;       /* of text */
+    bool used;
+    char text[CORR_FRAG_TEXT]; /* the normalized text as a group keeps it */
+};
+
 void hs_corr_fragments_init(struct corr_fragments *f, struct corr_stats *stats)
 {
     memset(f, 0, sizeof(*f));
