@@ -47,16 +47,15 @@ static void put_link(struct correlator *c, struct corr_matched *m, struct hs_buf
     hs_buf_free(&q);
 }
 
-static const struct corr_frag_group *put_nplus1(struct correlator *c, const struct corr_span *s,
-                                                struct hs_buf *attrs)
+static struct corr_frag_best put_nplus1(struct correlator *c, const struct corr_span *s,
+                                        struct hs_buf *attrs)
 {
-    const struct corr_frag_group *g =
-        hs_corr_fragments_best(&c->frags, s->tenant, s->trace_id, s->span_id);
-    if (!g || g->count < c->conf.n_plus_one.min_count)
-        return NULL;
+    struct corr_frag_best g = hs_corr_fragments_best(&c->frags, s->tenant, s->trace_id, s->span_id);
+    if (g.count < c->conf.n_plus_one.min_count)
+        return (struct corr_frag_best){0};
     hs_attr_string(attrs, HS_ATTR_PATTERN, "n_plus_one", 10);
-    hs_attr_int(attrs, HS_ATTR_N_PLUS_ONE_COUNT, g->count);
-    hs_attr_string(attrs, HS_ATTR_N_PLUS_ONE_STATEMENT, g->text, strlen(g->text));
+    hs_attr_int(attrs, HS_ATTR_N_PLUS_ONE_COUNT, g.count);
+    hs_attr_string(attrs, HS_ATTR_N_PLUS_ONE_STATEMENT, g.text, strlen(g.text));
     return g;
 }
 
@@ -100,7 +99,7 @@ static void put_offcpu(struct correlator *c, const struct corr_span *s, struct c
 /* The attributes of a match, and the note when one is wanted (its paths and link in its own
  * storage, so they outlive the call). */
 static void put_match(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
-                      const struct corr_frag_group *g, struct hs_buf *attrs, struct corr_note *note)
+                      struct corr_frag_best g, struct hs_buf *attrs, struct corr_note *note)
 {
     const char *k = kind_text(m->kind);
     hs_attr_string(attrs, HS_ATTR_PROFILE_MATCH, k, strlen(k));
@@ -149,7 +148,7 @@ enum corr_match hs_corr_annotate(struct correlator *c, const struct corr_span *s
 {
     hs_attr_bool(attrs, HS_ATTR_SLOW, true);
     hs_attr_string(attrs, HS_ATTR_SLOW_REASON, s->slow_reason, strlen(s->slow_reason));
-    const struct corr_frag_group *g = put_nplus1(c, s, attrs);
+    struct corr_frag_best g = put_nplus1(c, s, attrs);
     struct corr_matched m = {0};
     enum corr_reason why = fallback;
     if (fallback != CORR_REASON_PARKED_LIMIT && hs_corr_match_find(c, s, &m, &why)) {

@@ -445,11 +445,12 @@ struct corr_frag_group {
     uint64_t hash;
     uint32_t count;
     bool stmt;
-    char text[CORR_FRAG_TEXT];
 };
 
 #define CORR_FRAG_KEY 32 /* trace id, parent span id, tenant hash */
 
+/* 96 bytes, the groups' texts apart: every child span looks its parent's fragment up, and a
+ * fragment of one or two cache lines is what a cold lookup pays for. */
 struct corr_frag {
     uint8_t key[CORR_FRAG_KEY];
     uint64_t hash;
@@ -462,10 +463,19 @@ struct corr_stmt_memo;
 
 struct corr_fragments {
     struct corr_frag *entries; /* a ring: the oldest is overwritten first */
+    char (*texts)[CORR_FRAG_GROUPS][CORR_FRAG_TEXT]; /* each entry's groups' texts */
     uint32_t n, cap, head;     /* head: the oldest entry once the ring is full */
     uint32_t *chains;          /* [CORR_FRAG_ENTRIES * 2]: index + 1 */
     struct corr_stmt_memo *memo; /* [CORR_FRAG_MEMO], by raw hash; made at the first statement */
     struct corr_stats *stats;
+};
+
+/* A parent's largest group of children: how many, whether by statement, and its text (the
+ * fragments', good until the next hs_corr_fragments_add). count 0: none. */
+struct corr_frag_best {
+    uint32_t count;
+    bool stmt;
+    const char *text;
 };
 
 void hs_corr_fragments_init(struct corr_fragments *f, struct corr_stats *stats);
@@ -478,9 +488,9 @@ void hs_corr_fragments_add(struct corr_fragments *f, uint64_t tenant, struct hs_
                            struct hs_str parent, struct hs_str name, struct hs_str statement);
 /* Memory the fragments hold (entries and remembered statements). */
 size_t hs_corr_fragments_bytes(const struct corr_fragments *f);
-/* The largest group of children of (tenant, trace id, span id), or NULL. */
-const struct corr_frag_group *hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
-                                                     struct hs_str trace_id, struct hs_str span_id);
+/* The largest group of children of (tenant, trace id, span id); count 0 when none. */
+struct corr_frag_best hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
+                                             struct hs_str trace_id, struct hs_str span_id);
 /* "SELECT * FROM t WHERE id = ?": numbers and quoted strings to ?, whitespace collapsed. */
 size_t hs_corr_normalize_statement(struct hs_str in, char *out, size_t cap);
 
@@ -622,7 +632,7 @@ struct corr_note {
     uint32_t ntop;
     struct { uint32_t fid; double share, base; } grown[CORR_UI_LIST];
     uint32_t ngrown;
-    const struct corr_frag_group *nplus1; /* when it made the pattern */
+    struct corr_frag_best nplus1; /* count 0 unless it made the pattern */
     const char *link;                     /* profile.link, or NULL */
     size_t link_len;
     double cpu_share; /* < 0 when not known */

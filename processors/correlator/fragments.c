@@ -28,6 +28,7 @@ void hs_corr_fragments_init(struct corr_fragments *f, struct corr_stats *stats)
 void hs_corr_fragments_free(struct corr_fragments *f)
 {
     free(f->entries);
+    free(f->texts);
     free(f->chains);
     free(f->memo);
     memset(f, 0, sizeof(*f));
@@ -35,7 +36,8 @@ void hs_corr_fragments_free(struct corr_fragments *f)
 
 size_t hs_corr_fragments_bytes(const struct corr_fragments *f)
 {
-    return f->cap * sizeof(*f->entries) + (f->memo ? CORR_FRAG_MEMO * sizeof(*f->memo) : 0);
+    return f->cap * (sizeof(*f->entries) + sizeof(*f->texts)) +
+           (f->memo ? CORR_FRAG_MEMO * sizeof(*f->memo) : 0);
 }
 
 /* The C locale's classes (hotspan sets no other), without ctype's lookups through the locale:
@@ -132,7 +134,8 @@ static struct corr_frag *frag_new(struct corr_fragments *f, const uint8_t key[CO
         if (f->n == f->cap) { /* grows with use, so a quiet sidecar stays small */
             uint32_t cap = f->cap ? f->cap * 2 : 64;
             f->entries = realloc(f->entries, cap * sizeof(*f->entries));
-            if (!f->entries)
+            f->texts = realloc(f->texts, cap * sizeof(*f->texts));
+            if (!f->entries || !f->texts)
                 abort();
             f->cap = cap;
         }
@@ -173,9 +176,10 @@ static uint64_t make_key(uint64_t tenant, struct hs_str trace_id, struct hs_str 
     return corr_hash_bytes(key, CORR_FRAG_KEY, 0xcbf29ce484222325ULL);
 }
 
-/* Counts a child in the group of hash h (its name's, or its normalized statement's), made when
- * new. */
-static void group_add(struct corr_frag *e, uint64_t h, bool stmt, const char *text, size_t len)
+/* Counts a child of entry e in the group of hash h (its name's, or its normalized statement's),
+ * made when new. */
+static void group_add(struct corr_fragments *f, struct corr_frag *e, uint64_t h, bool stmt,
+                      const char *text, size_t len)
 {
     for (uint32_t i = 0; i < e->ngroups; i++)
         if (e->groups[i].hash == h && e->groups[i].stmt == stmt) {
@@ -196,9 +200,10 @@ static void group_add(struct corr_frag *e, uint64_t h, bool stmt, const char *te
     g->hash = h;
     g->count = 1;
     g->stmt = stmt;
+    char *t = f->texts[e - f->entries][g - e->groups];
     len = HS_MIN(len, CORR_FRAG_TEXT - 1);
-    memcpy(g->text, text, len);
-    g->text[len] = '\0';
+    memcpy(t, text, len);
+    t[len] = '\0';
 }
 
 /* The statement normalized: remembered by its hash as it came, else worked out (and kept in
@@ -230,25 +235,29 @@ void hs_corr_fragments_add(struct corr_fragments *f, uint64_t tenant, struct hs_
     struct corr_frag *e = frag_find(f, key, h);
     if (!e)
         e = frag_new(f, key, h);
-    group_add(e, corr_hash_bytes(name.ptr, name.len, 0x7654321ULL), false, name.ptr, name.len);
+    group_add(f, e, corr_hash_bytes(name.ptr, name.len, 0x7654321ULL), false, name.ptr,
+              name.len);
     if (statement.len) {
         const struct corr_stmt_memo *m = statement_memo(f, statement);
-        group_add(e, m->hash, true, m->text, m->len);
+        group_add(f, e, m->hash, true, m->text, m->len);
     }
 }
 
-const struct corr_frag_group *hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
-                                                     struct hs_str trace_id, struct hs_str span_id)
+struct corr_frag_best hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
+                                             struct hs_str trace_id, struct hs_str span_id)
 {
     uint8_t key[CORR_FRAG_KEY];
     struct corr_frag *e =
         frag_find(f, key, make_key(hs_corr_fragments_tenant(tenant), trace_id, span_id, key));
     if (!e)
-        return NULL;
+        return (struct corr_frag_best){0};
     const struct corr_frag_group *best = NULL;
     for (uint32_t i = 0; i < e->ngroups; i++) /* a statement wins a tie: it says more */
         if (!best || e->groups[i].count > best->count ||
             (e->groups[i].count == best->count && e->groups[i].stmt))
             best = &e->groups[i];
-    return best;
+    if (!best)
+        return (struct corr_frag_best){0};
+    return (struct corr_frag_best){best->count, best->stmt,
+                                   f->texts[e - f->entries][best - e->groups]};
 }

@@ -249,9 +249,9 @@ static void copy_strings(struct corr_ui_entry *e, const struct corr_note *n)
     e->name = dup_capped(a, sp->name.ptr, sp->name.len, CORR_UI_TEXT);
     if (n->type)
         e->type = dup_capped(a, n->type, strlen(n->type), CORR_UI_TEXT);
-    if (n->nplus1) {
-        e->nplus1 = n->nplus1->count;
-        e->stmt = dup_capped(a, n->nplus1->text, strlen(n->nplus1->text), CORR_UI_TEXT);
+    if (n->nplus1.count) {
+        e->nplus1 = n->nplus1.count;
+        e->stmt = dup_capped(a, n->nplus1.text, strlen(n->nplus1.text), CORR_UI_TEXT);
     }
     /* a link cut short would be a wrong link: all of it (the arena's cap bounds it) or none */
     if (n->link)

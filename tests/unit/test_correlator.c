@@ -607,12 +607,10 @@ static void test_fragments_statements_interleaved(void **state)
                               (struct hs_str){stmt, strlen(stmt)});
     }
     for (int k = 0; k < 3; k++) {
-        const struct corr_frag_group *g =
-            hs_corr_fragments_best(&fr, HS_STR(""), trace, parents[k]);
-        assert_non_null(g);
-        assert_int_equal(g->count, 100);
-        assert_true(g->stmt); /* a statement group as large as the name's wins */
-        assert_string_equal(g->text, norm[k]);
+        struct corr_frag_best g = hs_corr_fragments_best(&fr, HS_STR(""), trace, parents[k]);
+        assert_int_equal(g.count, 100);
+        assert_true(g.stmt); /* a statement group as large as the name's wins */
+        assert_string_equal(g.text, norm[k]);
     }
     hs_corr_fragments_free(&fr);
 }
