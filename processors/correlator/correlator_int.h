@@ -466,6 +466,7 @@ struct corr_fragments {
     char (*texts)[CORR_FRAG_GROUPS][CORR_FRAG_TEXT]; /* each entry's groups' texts */
     uint32_t n, cap, head;     /* head: the oldest entry once the ring is full */
     uint32_t *chains;          /* [CORR_FRAG_ENTRIES * 2]: index + 1 */
+    uint32_t recent[4];        /* the entries used last, most recent first: index + 1 */
     struct corr_stmt_memo *memo; /* [CORR_FRAG_MEMO], by raw hash; made at the first statement */
     struct corr_stats *stats;
 };
