@@ -4,10 +4,12 @@
 // spans and profiles to two hotspans: A with the correlator in both pipelines, B the same
 // pipelines without it. Go load comes from here (HTTP requests to goapp, open loop at --rate);
 // the Go app and the Node app's span exporters send to both; Node's profiles reach both through
-// a tee. Prints: slow spans annotated with the right function (judged against the apps' ground
+// a tee. A third, C, has the correlator in the profiles pipeline only: it indexes the same
+// profiles and sees no span, so C - B is what profiles cost the correlator and A - C what spans
+// do. Prints: slow spans annotated with the right function (judged against the apps' ground
 // truth), exact vs window vs none matches, fast spans annotated, the delay the correlator added
 // to slow spans (each span's arrival at A's sink minus at B's), and hotspan's CPU per span with
-// and without the correlator over the same run.
+// and without the correlator over the same run, split into the span path and the profiles.
 import http from 'node:http';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -105,28 +107,36 @@ async function waitSeen(sink, n, timeoutMs) {
 
 const sinkA = await startLeanSink(true);
 const sinkB = await startLeanSink(false);
+const sinkC = await startLeanSink(false);
 const psinkA = await new PyroscopeSink().start();
 const psinkB = await new PyroscopeSink().start();
+const psinkC = await new PyroscopeSink().start();
 const hsOpts = { waitFor: ['otlp', 'pyroscope', 'admin'] };
 // A: the correlator as a user runs it (defaults: max_wait 30s, max_wait_cap 2m, slack 5s,
 // bucket 10s) but for the threshold; B: the same pipelines without it
+const corrConf = { slow: { threshold: opt.threshold }, max_wait: '30s', slack: '5s', top: 3 };
 const hsA = await startHotspan(qualityConfig({ sinkPort: sinkA.port, psinkPort: psinkA.port,
-  correlator: { slow: { threshold: opt.threshold }, max_wait: '30s', slack: '5s', top: 3 } }), hsOpts);
+  correlator: corrConf }), hsOpts);
 const hsB = await startHotspan(qualityConfig({ sinkPort: sinkB.port, psinkPort: psinkB.port,
   correlator: null }), hsOpts);
-started.push(hsA.proc, hsB.proc);
-for (const [name, h] of [['A', hsA], ['B', hsB]]) {
+// C: A's config with the correlator taken out of the traces pipeline
+const confC = qualityConfig({ sinkPort: sinkC.port, psinkPort: psinkC.port, correlator: corrConf });
+const tracesOnly = /(traces: \{receivers: \[otlp\], )processors: \[correlator\], /;
+if (!tracesOnly.test(confC)) throw new Error(`no traces pipeline with the correlator in:\n${confC}`);
+const hsC = await startHotspan(confC.replace(tracesOnly, '$1'), hsOpts);
+started.push(hsA.proc, hsB.proc, hsC.proc);
+for (const [name, h] of [['A', hsA], ['B', hsB], ['C', hsC]]) {
   h.proc.on('exit', (code, signal) => {
     if (!stopping) log(`hotspan ${name} exited (${code ?? signal}) during the run:\n${h.stderr().split('\n').slice(-30).join('\n')}`);
   });
 }
-const tee = await startTee([hsA.ports.pyroscope, hsB.ports.pyroscope]);
-const traceUrls = [hsA, hsB].map((h) => `http://127.0.0.1:${h.ports.otlp}/v1/traces`);
+const tee = await startTee([hsA, hsB, hsC].map((h) => h.ports.pyroscope));
+const traceUrls = [hsA, hsB, hsC].map((h) => `http://127.0.0.1:${h.ports.otlp}/v1/traces`);
 
 log('building apps/goapp');
 const goapp = await startGoApp(buildGoApp(), {
   otlpUrls: traceUrls,
-  pyroscopeUrls: [hsA, hsB].map((h) => `http://127.0.0.1:${h.ports.pyroscope}`),
+  pyroscopeUrls: [hsA, hsB, hsC].map((h) => `http://127.0.0.1:${h.ports.pyroscope}`),
   env: { UPLOAD_MS: opt['go-upload-ms'] },
 });
 started.push(goapp.proc);
@@ -169,7 +179,8 @@ function fire(path) {
   req.on('error', () => { inFlight -= 1; errors += 1; });
 }
 
-const cpu0 = { A: cpuNs(hsA.proc.pid), B: cpuNs(hsB.proc.pid) };
+const cpuAll = () => ({ A: cpuNs(hsA.proc.pid), B: cpuNs(hsB.proc.pid), C: cpuNs(hsC.proc.pid) });
+const cpu0 = cpuAll();
 const t0 = Date.now();
 log(`load: ${DURATION_S}s, Go ${RATE} req/s (every ${K}th slow, ${CHILDREN} children each)` +
   `${opt['no-node'] ? '' : `, Node ${opt['node-rate']} req/s`}`);
@@ -196,11 +207,14 @@ log(`load done: ${sent} Go requests (${skipped} skipped at 64 in flight, ${error
   `waiting for ${total} spans at both sinks`);
 // B passes spans on at once; A holds slow ones until a profile covers them (max_wait_cap at most)
 await waitSeen(sinkB, total, 60000);
+await waitSeen(sinkC, total, 60000);
 await waitSeen(sinkA, total, 120000 + 2 * Number(opt['go-upload-ms']));
-const cpu1 = { A: cpuNs(hsA.proc.pid), B: cpuNs(hsB.proc.pid) };
+const cpu1 = cpuAll();
+const windowS = (Date.now() - t0) / 1000;
 const drainS = (Date.now() - loadEnd) / 1000;
 const goReport = await goapp.stop();
 const metricsA = await fetchMetrics(hsA.ports.admin);
+const metricsC = await fetchMetrics(hsC.ports.admin);
 await sleep(300);
 
 // ---- score --------------------------------------------------------------------------------
@@ -296,11 +310,32 @@ console.log(`hotspan CPU per 1M spans                      with the correlator $
   `(over the load and the ${drainS.toFixed(1)} s until A had released every span: ` +
   `${((cpu1.A - cpu0.A - (cpu1.B - cpu0.B)) / 1e6).toFixed(0)} CPU-ms more in all, for ` +
   `${score.slow} slow spans and ${psinkA.profiles().length} profiles indexed)`);
+// the split: C - B is the profiles (indexing them; C sees no span), A - C the span path (the scan,
+// N+1 fragments, parking, annotation at release). Profiles cost per second of run, whatever the
+// span rate; the span path per span: the aim holds from the rate where the two together are 10%
+// of B's CPU per span (B's per span taken as measured).
+const indexed = (m) => Object.entries(m).filter(([k]) => k.startsWith('hotspan_correlator_profiles_indexed_total'))
+  .reduce((n, [, v]) => n + v, 0);
+const profilesC = indexed(metricsC);
+const ns = (k) => cpu1[k] - cpu0[k];
+const spanPathNs = ns('A') - ns('C');
+const profilesNs = ns('C') - ns('B');
+const bPerSpan = ns('B') / spansB;
+const aim = 0.1 * bPerSpan - spanPathNs / spansA;
+console.log(`correlator CPU, span path (A - C)             ${(spanPathNs / 1e6).toFixed(0)} CPU-ms: ` +
+  `${(spanPathNs / spansA).toFixed(0)} ns per span, ${pc(spanPathNs, ns('B'))} of B's`);
+console.log(`correlator CPU, profiles (C - B)              ${(profilesNs / 1e6).toFixed(0)} CPU-ms for ` +
+  `${profilesC} profiles indexed: ${(profilesNs / 1e6 / Math.max(profilesC, 1)).toFixed(2)} ms each, ` +
+  `${(profilesNs / 1e6 / windowS).toFixed(2)} CPU-ms per second of the run, ${pc(profilesNs, ns('B'))} of B's`);
+console.log(`span rate where the aim (+10% per span) holds ${aim > 0
+  ? `${((profilesNs / windowS) / aim).toFixed(0)} spans/s and up (this run: ${(spansA / windowS).toFixed(0)}/s over ${windowS.toFixed(0)} s)`
+  : `none: the span path alone is ${pc(spanPathNs / spansA, bPerSpan)} of B's CPU per span`}`);
 console.log(`peak RSS                                      with ${(peakKiB(hsA.proc.pid) / 1024).toFixed(1)} MiB, ` +
   `without ${(peakKiB(hsB.proc.pid) / 1024).toFixed(1)} MiB`);
 
 agent.destroy();
 tee.close();
 stopping = true;
-await Promise.all([hsA.stop(), hsB.stop()]);
-await Promise.all([sinkA.stop(), sinkB.stop(), psinkA.stop(), psinkB.stop()]);
+await Promise.all([hsA.stop(), hsB.stop(), hsC.stop()]);
+await Promise.all([sinkA.stop(), sinkB.stop(), sinkC.stop(), psinkA.stop(), psinkB.stop(),
+  psinkC.stop()]);

@@ -47,24 +47,22 @@ static void put_link(struct correlator *c, struct corr_matched *m, struct hs_buf
     hs_buf_free(&q);
 }
 
-static const struct corr_frag_group *put_nplus1(struct correlator *c, const struct corr_span *s,
-                                                struct hs_buf *attrs)
+static struct corr_frag_best put_nplus1(struct correlator *c, const struct corr_span *s,
+                                        struct hs_buf *attrs)
 {
-    const struct corr_frag_group *g =
-        hs_corr_fragments_best(&c->frags, s->tenant, s->trace_id, s->span_id);
-    if (!g || g->count < c->conf.n_plus_one.min_count)
-        return NULL;
+    struct corr_frag_best g = hs_corr_fragments_best(&c->frags, s->tenant, s->trace_id, s->span_id);
+    if (g.count < c->conf.n_plus_one.min_count)
+        return (struct corr_frag_best){0};
     hs_attr_string(attrs, HS_ATTR_PATTERN, "n_plus_one", 10);
-    hs_attr_int(attrs, HS_ATTR_N_PLUS_ONE_COUNT, g->count);
-    hs_attr_string(attrs, HS_ATTR_N_PLUS_ONE_STATEMENT, g->text, strlen(g->text));
+    hs_attr_int(attrs, HS_ATTR_N_PLUS_ONE_COUNT, g.count);
+    hs_attr_string(attrs, HS_ATTR_N_PLUS_ONE_STATEMENT, g.text, strlen(g.text));
     return g;
 }
 
 static void put_span_id(const struct corr_span *s, struct hs_buf *attrs)
 {
     char hex[17];
-    for (size_t i = 0; i < 8; i++)
-        snprintf(hex + 2 * i, 3, "%02x", (uint8_t)s->span_id.ptr[i]);
+    corr_hex(hex, s->span_id.ptr, 8);
     hs_attr_string(attrs, HS_ATTR_PYROSCOPE_PROFILE_ID, hex, 16);
 }
 
@@ -95,17 +93,13 @@ static void put_offcpu(struct correlator *c, const struct corr_span *s, struct c
     note->off.path = opath;
     note->off.npath = ex.npath;
     note->off.ntop = HS_MIN(ex.ntop, CORR_UI_LIST);
-    for (uint32_t i = 0; i < note->off.ntop; i++) {
-        note->off.top[i].fid = ex.top[i].fid;
-        note->off.top[i].share = ex.top[i].share;
-        note->off.top[i].lib = ex.top[i].lib;
-    }
+    memcpy(note->off.top, ex.top, note->off.ntop * sizeof(*ex.top));
 }
 
 /* The attributes of a match, and the note when one is wanted (its paths and link in its own
  * storage, so they outlive the call). */
 static void put_match(struct correlator *c, const struct corr_span *s, struct corr_matched *m,
-                      const struct corr_frag_group *g, struct hs_buf *attrs, struct corr_note *note)
+                      struct corr_frag_best g, struct hs_buf *attrs, struct corr_note *note)
 {
     const char *k = kind_text(m->kind);
     hs_attr_string(attrs, HS_ATTR_PROFILE_MATCH, k, strlen(k));
@@ -128,12 +122,8 @@ static void put_match(struct correlator *c, const struct corr_span *s, struct co
     struct corr_matched o = {0};
     put_offcpu(c, s, m, share, &o, opath, attrs, note);
     if (note) {
-        for (uint32_t i = 0; i < ex.ntop && i < CORR_UI_LIST; i++) {
-            note->top[i].fid = ex.top[i].fid;
-            note->top[i].share = ex.top[i].share;
-            note->top[i].lib = ex.top[i].lib;
-            note->ntop = i + 1;
-        }
+        note->ntop = HS_MIN(ex.ntop, CORR_UI_LIST);
+        memcpy(note->top, ex.top, note->ntop * sizeof(*ex.top));
         note->svc = m->svc;
         note->type = m->type->id;
         note->stacks = m->stacks;
@@ -158,7 +148,7 @@ enum corr_match hs_corr_annotate(struct correlator *c, const struct corr_span *s
 {
     hs_attr_bool(attrs, HS_ATTR_SLOW, true);
     hs_attr_string(attrs, HS_ATTR_SLOW_REASON, s->slow_reason, strlen(s->slow_reason));
-    const struct corr_frag_group *g = put_nplus1(c, s, attrs);
+    struct corr_frag_best g = put_nplus1(c, s, attrs);
     struct corr_matched m = {0};
     enum corr_reason why = fallback;
     if (fallback != CORR_REASON_PARKED_LIMIT && hs_corr_match_find(c, s, &m, &why)) {

@@ -147,17 +147,34 @@ static ssize_t topk_add(struct corr_stack *set, uint32_t *n, uint32_t k, int64_t
     return (ssize_t)stack_set(&set[min], fids, depth, h, v) - freed;
 }
 
+/* The slot of span id in b's table: its own, or the free one it would take. */
+static uint32_t span_slot(const struct corr_bucket *b, uint64_t id)
+{
+    uint32_t mask = b->capspans * 2 - 1;
+    uint32_t i = (uint32_t)corr_hash_bytes(&id, 8, 1) & mask;
+    while (b->span_slots[i] && b->spans[b->span_slots[i] - 1].id != id)
+        i = (i + 1) & mask;
+    return i;
+}
+
+struct corr_spanagg *hs_corr_bucket_span(const struct corr_bucket *b, uint64_t id)
+{
+    if (!b->span_slots)
+        return NULL;
+    uint32_t v = b->span_slots[span_slot(b, id)];
+    return v ? &b->spans[v - 1] : NULL;
+}
+
 static struct corr_spanagg *span_get(struct corr_index *ix, struct corr_svc *s,
                                      struct corr_bucket *b, const uint8_t id8[8])
 {
     uint64_t id;
     memcpy(&id, id8, 8);
-    uint32_t mask = b->capspans * 2 - 1;
     uint32_t i = 0;
     if (b->span_slots) {
-        for (i = (uint32_t)corr_hash_bytes(&id, 8, 1) & mask; b->span_slots[i]; i = (i + 1) & mask)
-            if (b->spans[b->span_slots[i] - 1].id == id)
-                return &b->spans[b->span_slots[i] - 1];
+        i = span_slot(b, id);
+        if (b->span_slots[i])
+            return &b->spans[b->span_slots[i] - 1];
     }
     if (b->nspans == CORR_MAX_SPANS) {
         hs_counter_add(ix->stats->ev_span, 1);
@@ -181,15 +198,9 @@ static struct corr_spanagg *span_get(struct corr_index *ix, struct corr_svc *s,
         free(b->span_slots);
         b->span_slots = slots;
         b->capspans = cap;
-        mask = cap * 2 - 1;
-        for (uint32_t k = 0; k < b->nspans; k++) {
-            uint32_t j = (uint32_t)corr_hash_bytes(&b->spans[k].id, 8, 1) & mask;
-            while (slots[j])
-                j = (j + 1) & mask;
-            slots[j] = k + 1;
-        }
-        for (i = (uint32_t)corr_hash_bytes(&id, 8, 1) & mask; slots[i]; i = (i + 1) & mask)
-            ;
+        for (uint32_t k = 0; k < b->nspans; k++) /* ids are distinct: each takes a free slot */
+            slots[span_slot(b, b->spans[k].id)] = k + 1;
+        i = span_slot(b, id);
     }
     struct corr_spanagg *a = &b->spans[b->nspans++];
     memset(a, 0, sizeof(*a));
@@ -218,6 +229,31 @@ static struct corr_bucket *bucket_get(struct corr_index *ix, struct corr_svc *s,
     return b;
 }
 
+/* A function's values in a bucket's or a span's list (funcs, n, cap), whose positions pos maps
+ * (fid -> index + 1); the list grows from `first` entries. Adds *bytes allocated; false when it
+ * could not grow (nothing added). */
+static bool fval_add(struct corr_fval **funcs, uint32_t *n, uint32_t *cap, uint32_t first,
+                     int64_t *pos, uint32_t fid, int64_t self, int64_t total, ssize_t *bytes)
+{
+    if (!pos[fid]) {
+        if (*n == *cap) {
+            uint32_t ncap = *cap ? *cap * 2 : first;
+            ssize_t was = (ssize_t)corr_heap_size(*funcs);
+            struct corr_fval *nf = realloc(*funcs, ncap * sizeof(*nf));
+            if (!nf)
+                return false;
+            *bytes += (ssize_t)corr_heap_size(nf) - was;
+            *funcs = nf;
+            *cap = ncap;
+        }
+        (*funcs)[*n] = (struct corr_fval){.fid = fid};
+        pos[fid] = ++*n;
+    }
+    (*funcs)[pos[fid] - 1].self += self;
+    (*funcs)[pos[fid] - 1].total += total;
+    return true;
+}
+
 /* Adds the profile's function values to the bucket; fmap maps the profile's functions to the
  * service's ids. */
 static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct corr_bucket *b,
@@ -233,23 +269,9 @@ static void bucket_add_funcs(struct corr_index *ix, struct corr_svc *s, struct c
         int64_t total = HS_MAX(sum->funcs[i].total[col], 0);
         if (self == 0 && total == 0)
             continue;
-        uint32_t fid = fmap[i];
-        if (!pos[fid]) {
-            if (b->nfuncs == b->capfuncs) {
-                uint32_t cap = b->capfuncs ? b->capfuncs * 2 : 16;
-                ssize_t was = (ssize_t)corr_heap_size(b->funcs);
-                struct corr_fval *nf = realloc(b->funcs, cap * sizeof(*nf));
-                if (!nf)
-                    continue;
-                bucket_account(ix, s, b, (ssize_t)corr_heap_size(nf) - was);
-                b->funcs = nf;
-                b->capfuncs = cap;
-            }
-            b->funcs[b->nfuncs] = (struct corr_fval){.fid = fid};
-            pos[fid] = ++b->nfuncs;
-        }
-        b->funcs[pos[fid] - 1].self += self;
-        b->funcs[pos[fid] - 1].total += total;
+        ssize_t d = 0; /* out of memory: the function is left out of the bucket */
+        if (fval_add(&b->funcs, &b->nfuncs, &b->capfuncs, 16, pos, fmap[i], self, total, &d))
+            bucket_account(ix, s, b, d);
     }
     for (uint32_t i = 0; i < b->nfuncs; i++)
         pos[b->funcs[i].fid] = 0;
@@ -306,23 +328,9 @@ static ssize_t span_stacks_room(struct corr_spanagg *a)
 static ssize_t span_add_func(struct corr_spanagg *a, int64_t *pos, uint32_t fid, int64_t self,
                              int64_t total)
 {
-    ssize_t d = 0;
-    if (!pos[fid]) {
-        if (a->nfuncs == a->capfuncs) {
-            uint32_t cap = a->capfuncs ? a->capfuncs * 2 : 8;
-            ssize_t was = (ssize_t)corr_heap_size(a->funcs);
-            struct corr_fval *nf = realloc(a->funcs, cap * sizeof(*nf));
-            if (!nf)
-                abort();
-            d = (ssize_t)corr_heap_size(nf) - was;
-            a->funcs = nf;
-            a->capfuncs = cap;
-        }
-        a->funcs[a->nfuncs] = (struct corr_fval){.fid = fid};
-        pos[fid] = ++a->nfuncs;
-    }
-    a->funcs[pos[fid] - 1].self += self;
-    a->funcs[pos[fid] - 1].total += total;
+    ssize_t d = 0; /* a span's exact totals are not cut short: as hs_xmalloc, out of memory ends */
+    if (!fval_add(&a->funcs, &a->nfuncs, &a->capfuncs, 8, pos, fid, self, total, &d))
+        abort();
     return d;
 }
 

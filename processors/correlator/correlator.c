@@ -4,8 +4,10 @@
  * profiles, unchanged and at once, to `next_profiles`. This file is its lifecycle. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "admin/admin.h"
+#include "core/semconv.h"
 #include "pdata/frames.h"
 #include "pdata/profiles.h"
 #include "pdata/traces.h"
@@ -31,7 +33,9 @@ static int corr_create(const struct hs_config_node *cfg, const char *path,
         return HS_EINVAL;
     }
     c->rules = rules;
+    c->service_is_name = strcmp(c->conf.labels.trace_service, HS_ATTR_SERVICE_NAME) == 0;
     hs_queue_init(&c->parked);
+    c->due_ms = UINT64_MAX;
     c->stats.checked = c->stats.slow = c->stats.released_timeout = &c->stats.dummy;
     for (int i = 0; i < 3; i++)
         c->stats.annotated[i] = &c->stats.dummy;
@@ -87,8 +91,11 @@ static int corr_consume_profiles(struct hs_component *base, struct hs_profiles *
     for (uint32_t i = 0; i < mine->count; i++) {
         /* released at once: a later add may evict this service */
         struct corr_svc *s = hs_corr_index_add(&c->index, mine->tenant, mine->items[i], now);
-        if (s && s->nparked)
+        if (s && s->nparked) {
             hs_corr_release_service(c, s, false);
+            if (s->settle_ms) /* its first upload: its cold spans leave when it settles */
+                c->due_ms = HS_MIN(c->due_ms, s->settle_ms);
+        }
     }
     hs_profiles_unref(mine);
     return 0;
@@ -139,7 +146,7 @@ static double gauge_bytes(void *ud)
 {
     struct correlator *c = ud;
     return (double)(c->index.bytes + hs_corr_latency_bytes(&c->latency) +
-                    c->frags.cap * sizeof(struct corr_frag) + c->seen.bytes);
+                    hs_corr_fragments_bytes(&c->frags) + c->seen.bytes);
 }
 
 static double gauge_ui_bytes(void *ud)

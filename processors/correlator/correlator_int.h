@@ -42,6 +42,7 @@ struct hs_traces;
 #define CORR_FRAG_ENTRIES 4096    /* (trace, parent span) fragments for N+1 */
 #define CORR_FRAG_GROUPS 3        /* name/statement groups per fragment */
 #define CORR_FRAG_TEXT 96         /* bytes of a group's text kept */
+#define CORR_FRAG_MEMO 64         /* statements remembered normalized (direct-mapped) */
 #define CORR_TRUNK_SHARE 0.9      /* root-most frames passing this share to one callee: trunk */
 #define CORR_HOT_PATH_MIN 0.1     /* hot path frames below this share are dropped */
 #define CORR_LIB_SHARE 0.5        /* "(in lib)" when a library holds this share of a function */
@@ -207,6 +208,7 @@ struct corr_name {
     char *disp; /* display name: "findByEmail" for "./app.js:findByEmail:54" (may == name) */
     char *lib;  /* runtime, standard library, third party or pseudo-frame: the library's name
                  * ("crypto/sha256", "node_modules/pg"); NULL for the application's own code */
+    uint32_t dlen;  /* strlen(disp) (beside the flags: the struct stays 40 bytes) */
     bool ambiguous; /* another function of the service has the same display name */
     bool same_name; /* ... and the same name: only the files differ */
 };
@@ -248,6 +250,10 @@ struct corr_index {
     int64_t *scratch; /* per fid, zero between uses */
     uint32_t *mark;   /* per fid, for counting a function once per stack */
     uint32_t stamp;   /* the last mark written */
+    /* per fid, zero between uses, for explaining a match (explain.c): each function's total,
+     * its samples as a leaf, its depth; ex_fids lists the functions */
+    int64_t *ex_tot, *ex_leaf;
+    uint32_t *ex_depth, *ex_fids;
     size_t nscratch;
     /* called before a service is freed (its parked spans must leave) */
     void (*on_evict)(void *ud, struct corr_svc *svc);
@@ -273,7 +279,7 @@ struct corr_svc *hs_corr_index_get(struct corr_index *ix, struct hs_str tenant,
 /* Expires services, and sheds half the index (ev_shed) when a memory_limiter registered in m
  * has a reading above its soft limit that it was not shed for yet. Returns services shed. */
 uint32_t hs_corr_index_housekeep(struct corr_index *ix, struct hs_metrics *m, uint64_t now_ms);
-/* Ensures ix->scratch and ix->mark hold n entries. Returns 0 or HS_ENOMEM. */
+/* Ensures ix->scratch, ix->mark and the ex_ arrays hold n entries. Returns 0 or HS_ENOMEM. */
 int hs_corr_index_scratch(struct corr_index *ix, size_t n);
 
 /* A stamp no ix->mark entry holds yet: mark[fid] == it says "seen in this pass". */
@@ -286,14 +292,47 @@ static inline uint32_t corr_index_stamp(struct corr_index *ix)
     return ix->stamp;
 }
 
+/* A hash of n bytes, chained through h (a seed, or the hash of an earlier part): eight bytes a
+ * step, the tail read as two overlapping words (as wyhash does), the length mixed in, and a final
+ * mix so that the low bits tables mask depend on every byte. The correlator's one hash: the
+ * traces path calls it per span, so it is word-wise rather than FNV's byte at a time. */
 static inline uint64_t corr_hash_bytes(const void *p, size_t n, uint64_t h)
 {
     const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= (uint64_t)n * 0x9e3779b97f4a7c15ULL;
+    for (; n >= 8; b += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 29;
+    }
+    if (n) {
+        uint64_t w;
+        if (n >= 4) {
+            uint32_t lo, hi;
+            memcpy(&lo, b, 4);
+            memcpy(&hi, b + n - 4, 4);
+            w = (uint64_t)hi << 32 | lo;
+        } else {
+            w = (uint64_t)b[0] << 16 | (uint64_t)b[n >> 1] << 8 | b[n - 1];
+        }
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 29;
+    }
+    h *= 0x94d049bb133111ebULL;
     return h ^ (h >> 32);
+}
+
+/* n bytes as lower-case hex into out (2n + 1 bytes, NUL-terminated). */
+static inline void corr_hex(char *out, const void *p, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
 }
 
 /* What an allocation really takes from the heap: the allocator's usable size plus its chunk
@@ -332,6 +371,8 @@ struct corr_bucket *hs_corr_bucket_add(struct corr_index *ix, struct corr_svc *s
                                        uint32_t col, const uint32_t *fmap);
 /* Frees b; returns what it counted, itself included. */
 size_t hs_corr_bucket_free(struct corr_bucket *b);
+/* The samples of span id (its 8 bytes, as memcpy'd) in b, or NULL. */
+struct corr_spanagg *hs_corr_bucket_span(const struct corr_bucket *b, uint64_t id);
 
 /* ---- names (naming.c) ------------------------------------------------------------------------ */
 
@@ -342,12 +383,12 @@ enum corr_kind hs_corr_type_kind(const char *id, const char *type);
 /* Does a type of this kind (corr_type.rank) record waiting: goroutines (mostly blocked ones),
  * mutex, block? A wall profile records where the time went, on CPU or off. */
 bool hs_corr_kind_waits(int rank);
-/* Is the function (by display name) the span's own? Either name may be the qualified one:
+/* Is the function (by its display name) the span's own? Either name may be the qualified one:
  * spans "findByEmail" and "UserRepository.findByEmail" both name the function
  * "UserRepository.findByEmail", and a span "UserRepository.findByEmail" names the function
  * "findByEmail" too, as SDKs name spans Class.method where profilers of JavaScript or Python
  * give the bare method. */
-bool hs_corr_name_matches(const char *disp, struct hs_str span_name);
+bool hs_corr_name_matches(const struct corr_name *fn, struct hs_str span_name);
 /* "timeout", "no_profile_in_window", ...: profile.match_reason's values ("" when matched). */
 const char *hs_corr_reason_name(enum corr_reason r);
 
@@ -404,11 +445,12 @@ struct corr_frag_group {
     uint64_t hash;
     uint32_t count;
     bool stmt;
-    char text[CORR_FRAG_TEXT];
 };
 
 #define CORR_FRAG_KEY 32 /* trace id, parent span id, tenant hash */
 
+/* 96 bytes, the groups' texts apart: every child span looks its parent's fragment up, and a
+ * fragment of one or two cache lines is what a cold lookup pays for. */
 struct corr_frag {
     uint8_t key[CORR_FRAG_KEY];
     uint64_t hash;
@@ -417,21 +459,39 @@ struct corr_frag {
     struct corr_frag_group groups[CORR_FRAG_GROUPS];
 };
 
+struct corr_stmt_memo;
+
 struct corr_fragments {
     struct corr_frag *entries; /* a ring: the oldest is overwritten first */
+    char (*texts)[CORR_FRAG_GROUPS][CORR_FRAG_TEXT]; /* each entry's groups' texts */
     uint32_t n, cap, head;     /* head: the oldest entry once the ring is full */
     uint32_t *chains;          /* [CORR_FRAG_ENTRIES * 2]: index + 1 */
+    uint32_t recent[4];        /* the entries used last, most recent first: index + 1 */
+    struct corr_stmt_memo *memo; /* [CORR_FRAG_MEMO], by raw hash; made at the first statement */
     struct corr_stats *stats;
+};
+
+/* A parent's largest group of children: how many, whether by statement, and its text (the
+ * fragments', good until the next hs_corr_fragments_add). count 0: none. */
+struct corr_frag_best {
+    uint32_t count;
+    bool stmt;
+    const char *text;
 };
 
 void hs_corr_fragments_init(struct corr_fragments *f, struct corr_stats *stats);
 void hs_corr_fragments_free(struct corr_fragments *f);
-/* Counts a child span under (tenant, trace id, parent span id) by its name and its statement. */
-void hs_corr_fragments_add(struct corr_fragments *f, struct hs_str tenant, struct hs_str trace_id,
+/* The tenant as fragments key it (a hash): the traces path works it out once per resource. */
+uint64_t hs_corr_fragments_tenant(struct hs_str tenant);
+/* Counts a child span under (tenant, trace id, parent span id) by its name and its statement;
+ * tenant: hs_corr_fragments_tenant's. */
+void hs_corr_fragments_add(struct corr_fragments *f, uint64_t tenant, struct hs_str trace_id,
                            struct hs_str parent, struct hs_str name, struct hs_str statement);
-/* The largest group of children of (tenant, trace id, span id), or NULL. */
-const struct corr_frag_group *hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
-                                                     struct hs_str trace_id, struct hs_str span_id);
+/* Memory the fragments hold (entries and remembered statements). */
+size_t hs_corr_fragments_bytes(const struct corr_fragments *f);
+/* The largest group of children of (tenant, trace id, span id); count 0 when none. */
+struct corr_frag_best hs_corr_fragments_best(struct corr_fragments *f, struct hs_str tenant,
+                                             struct hs_str trace_id, struct hs_str span_id);
 /* "SELECT * FROM t WHERE id = ?": numbers and quoted strings to ?, whitespace collapsed. */
 size_t hs_corr_normalize_statement(struct hs_str in, char *out, size_t cap);
 
@@ -530,21 +590,25 @@ struct corr_explain_keys {
     const char *top, *hot; /* the attribute names */
 };
 
+/* One of profile.top_functions: a function, its share of the matched samples, and the library
+ * it spends them in ("(in lib)"), or NULL. */
+struct corr_top {
+    uint32_t fid;
+    double share;
+    const char *lib;
+};
+
 struct corr_explained {
     uint32_t *path; /* [CORR_MAX_STACK_DEPTH], the caller's: the whole hot path, root first */
     uint32_t npath;
-    struct {
-        uint32_t fid;
-        double share;
-        const char *lib; /* "(in lib)", or NULL */
-    } top[20];
+    struct corr_top top[20];
     uint32_t ntop;
 };
 
 /* Writes the top functions and the hot path of m (its window still open) under keys. */
-void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
-                     struct hs_str span_name, const struct corr_explain_keys *keys,
-                     struct hs_buf *attrs, struct corr_explained *ex);
+void hs_corr_explain(struct correlator *c, const struct corr_matched *m, struct hs_str span_name,
+                     const struct corr_explain_keys *keys, struct hs_buf *attrs,
+                     struct corr_explained *ex);
 /* profile.grown_functions of m's window (still open); fills note->grown when note. */
 void hs_corr_explain_grown(const struct correlator *c, const struct corr_matched *m,
                            struct hs_buf *attrs, struct corr_note *note);
@@ -565,26 +629,18 @@ struct corr_note {
     int64_t total; /* the matched samples, kept stacks and folded ones */
     const uint32_t *path;
     uint32_t npath;
-    struct {
-        uint32_t fid;
-        double share;
-        const char *lib;
-    } top[CORR_UI_LIST];
+    struct corr_top top[CORR_UI_LIST];
     uint32_t ntop;
     struct { uint32_t fid; double share, base; } grown[CORR_UI_LIST];
     uint32_t ngrown;
-    const struct corr_frag_group *nplus1; /* when it made the pattern */
+    struct corr_frag_best nplus1; /* count 0 unless it made the pattern */
     const char *link;                     /* profile.link, or NULL */
     size_t link_len;
     double cpu_share; /* < 0 when not known */
     struct {          /* profile.offcpu.*: type NULL when not written */
         const char *type;
         enum corr_match kind;
-        struct {
-            uint32_t fid;
-            double share;
-            const char *lib;
-        } top[CORR_UI_LIST];
+        struct corr_top top[CORR_UI_LIST];
         uint32_t ntop;
         const uint32_t *path;
         uint32_t npath;
@@ -702,6 +758,7 @@ struct correlator {
     struct corr_fragments frags;
     struct corr_seen seen;
     struct hs_frame_rules *rules;
+    bool service_is_name; /* labels.trace_service is service.name: the scanner's view has it */
     struct corr_ui ui;
     struct hs_admin *admin; /* where /ui is routed, until shutdown */
     hs_corr_clock_fn clock;
@@ -712,6 +769,7 @@ struct correlator {
     hs_done_cb done;
     struct hs_queue parked; /* every parked span (corr_parked.link), oldest first */
     uint32_t nparked;
+    uint64_t due_ms; /* no parked span's deadline or service's settling is before this */
     uint64_t parked_bytes;
     struct hs_traces **outq; /* released batches downstream refused, oldest first */
     uint32_t noutq, capoutq;

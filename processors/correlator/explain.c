@@ -91,8 +91,8 @@ static void put_list(struct hs_buf *attrs, const char *key, char (*text)[320], u
 /* Each function's total (self + callees, once per sample) in the matched samples, into tot (by
  * fid), the functions listed in fids: an exact match's from all its samples, the whole window's
  * from the index, a subtree's from its stacks. Returns their count. */
-static uint32_t function_totals(const struct correlator *c, const struct corr_matched *m,
-                                int64_t *tot, uint32_t *fids)
+static uint32_t function_totals(struct correlator *c, const struct corr_matched *m, int64_t *tot,
+                                uint32_t *fids)
 {
     uint32_t nf = 0;
     if (m->ftot) {
@@ -110,18 +110,19 @@ static uint32_t function_totals(const struct correlator *c, const struct corr_ma
         }
         return nf;
     }
-    uint32_t *stamp = hs_xcalloc(HS_MAX(m->svc->nnames, 1), sizeof(*stamp));
-    for (uint32_t i = 0; i < m->nstacks; i++)
+    uint32_t *mark = c->index.mark;
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        uint32_t stamp = corr_index_stamp(&c->index);
         for (uint32_t d = 0; d < m->stacks[i].depth; d++) {
             uint32_t f = m->stacks[i].fids[d];
-            if (stamp[f] == i + 1)
+            if (mark[f] == stamp)
                 continue; /* recursion: once per stack */
-            stamp[f] = i + 1;
+            mark[f] = stamp;
             if (tot[f] == 0)
                 fids[nf++] = f;
             tot[f] += m->stacks[i].value;
         }
-    free(stamp);
+    }
     return nf;
 }
 
@@ -182,15 +183,25 @@ static uint32_t trunk_len(const struct corr_svc *s, const struct corr_matched *m
     while (trunk < npath && (double)vals[trunk] >= CORR_TRUNK_SHARE * (double)m->total)
         trunk++;
     for (uint32_t k = 0; k < trunk; k++)
-        if (hs_corr_name_matches(s->names[path[k]].disp, span_name)) {
+        if (hs_corr_name_matches(&s->names[path[k]], span_name)) {
             trunk = k + 1;
             break;
         }
-    if (trunk > 1 && !hs_corr_name_matches(s->names[path[trunk - 1]].disp, span_name)) {
+    if (trunk > 1 && !hs_corr_name_matches(&s->names[path[trunk - 1]], span_name)) {
         trunk--;
         *kept = path[trunk];
     }
     return trunk;
+}
+
+/* Zeroes what stack_depths wrote. */
+static void stack_depths_clear(const struct corr_matched *m, uint32_t *depth, int64_t *leaf)
+{
+    for (uint32_t i = 0; i < m->nstacks; i++)
+        for (uint32_t d = 0; d < m->stacks[i].depth; d++) {
+            depth[m->stacks[i].fids[d]] = 0;
+            leaf[m->stacks[i].fids[d]] = 0;
+        }
 }
 
 /* Per function of the matched stacks: the deepest it is (depth[fid] + 1, 0 when absent) and
@@ -226,22 +237,68 @@ static void put_hot_path(const struct corr_svc *s, const uint32_t *path, uint32_
         bool lib = s->names[path[i]].lib != NULL;
         if (app && lib && !(last < npath && i == last + 1))
             continue;
-        hs_buf_printf(&b, "%s%s", b.len ? " > " : "", s->names[path[i]].name);
+        if (b.len)
+            hs_buf_append(&b, " > ", 3);
+        hs_buf_append(&b, s->names[path[i]].name, strlen(s->names[path[i]].name));
     }
     if (b.len)
         hs_attr_string(attrs, key, (const char *)b.data, b.len);
     hs_buf_free(&b);
 }
 
-void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
-                     struct hs_str span_name, const struct corr_explain_keys *keys,
-                     struct hs_buf *attrs, struct corr_explained *ex)
+/* Keeps the n first of r[0..nr) in by_total's order in r[0..n), in that order, without sorting
+ * the rest (a window's every function is a candidate; conf.top of them are written). Returns
+ * how many. */
+static uint32_t top_n(struct ranked *r, uint32_t nr, uint32_t n)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nr && n > 0; i++) {
+        if (k == n && by_total(&r[i], &r[k - 1]) >= 0)
+            continue;
+        struct ranked x = r[i]; /* while k < n, i == k: r[i] is the next free place */
+        uint32_t j = k < n ? k++ : k - 1;
+        for (; j > 0 && by_total(&x, &r[j - 1]) < 0; j--)
+            r[j] = r[j - 1];
+        r[j] = x;
+    }
+    return k;
+}
+
+/* Appends len bytes of s to the entry text, as snprintf into char[320] would: cut at its end. */
+static void text_put(char *text, size_t *n, const char *s, size_t len)
+{
+    len = HS_MIN(len, 320 - 1 - *n);
+    memcpy(text + *n, s, len);
+    *n += len;
+    text[*n] = '\0';
+}
+
+/* "name 98%", or "name 98% (in lib)": a top_functions entry. */
+static void entry_text(char *text, const char *name, double share, const char *lib)
+{
+    char pct[32];
+    size_t n = 0;
+    text[0] = '\0';
+    text_put(text, &n, name, strlen(name));
+    text_put(text, &n, pct,
+             (size_t)snprintf(pct, sizeof(pct), " %lld%%", (long long)round(100.0 * share)));
+    if (lib) {
+        text_put(text, &n, " (in ", 5);
+        text_put(text, &n, lib, strlen(lib));
+        text_put(text, &n, ")", 1);
+    }
+}
+
+void hs_corr_explain(struct correlator *c, const struct corr_matched *m, struct hs_str span_name,
+                     const struct corr_explain_keys *keys, struct hs_buf *attrs,
+                     struct corr_explained *ex)
 {
     const struct corr_svc *s = m->svc;
     int64_t pvals[CORR_MAX_STACK_DEPTH];
     ex->npath = hot_path(m, ex->path, pvals, CORR_MAX_STACK_DEPTH);
-    int64_t *tot = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*tot));
-    uint32_t *fids = hs_xmalloc(HS_MAX(s->nnames, 1) * sizeof(*fids));
+    /* per fid, zero between uses (the index sized them for the service's functions) */
+    int64_t *tot = c->index.ex_tot, *leaf = c->index.ex_leaf;
+    uint32_t *fids = c->index.ex_fids, *depth = c->index.ex_depth;
     uint32_t nf = function_totals(c, m, tot, fids);
     bool app = false;
     for (uint32_t i = 0; i < nf && !app; i++)
@@ -257,8 +314,6 @@ void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
         }
     uint32_t kept;
     uint32_t trunk = trunk_len(s, m, span_name, apath, avals, na, &kept);
-    uint32_t *depth = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*depth));
-    int64_t *leaf = hs_xcalloc(HS_MAX(s->nnames, 1), sizeof(*leaf));
     stack_depths(m, depth, leaf);
     /* profiles of waiting (goroutines, mutex, block) give every frame of a stack the same
      * value: the wait is where the stack's deepest application frame is, its callers only pass
@@ -279,19 +334,16 @@ void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
     }
     if (nr == 0 && trunk > 0)
         r[nr++] = (struct ranked){apath[trunk - 1], avals[trunk - 1], 0, depth[apath[trunk - 1]]};
-    free(leaf);
-    free(depth);
-    qsort(r, nr, sizeof(*r), by_total);
-    nr = HS_MIN(nr, HS_MIN(c->conf.top, HS_ARRAY_SIZE(ex->top)));
+    for (uint32_t i = 0; i < nf; i++) /* the scratch is zero between uses */
+        tot[fids[i]] = 0;
+    stack_depths_clear(m, depth, leaf);
+    nr = top_n(r, nr, HS_MIN(c->conf.top, HS_ARRAY_SIZE(ex->top)));
     char(*text)[320] = hs_xmalloc(HS_MAX(nr, 1) * sizeof(*text));
     for (uint32_t i = 0; i < nr; i++) {
         const char *lib = app ? lib_under(m, r[i].fid) : NULL;
         double share = (double)r[i].total / (double)m->total;
-        snprintf(text[i], sizeof(text[i]), "%s %.0f%%%s%s%s", s->names[r[i].fid].name,
-                 round(100.0 * share), lib ? " (in " : "", lib ? lib : "", lib ? ")" : "");
-        ex->top[i].fid = r[i].fid;
-        ex->top[i].share = share;
-        ex->top[i].lib = lib;
+        entry_text(text[i], s->names[r[i].fid].name, share, lib);
+        ex->top[i] = (struct corr_top){r[i].fid, share, lib};
     }
     ex->ntop = nr;
     if (nr)
@@ -299,8 +351,6 @@ void hs_corr_explain(const struct correlator *c, const struct corr_matched *m,
     put_hot_path(s, ex->path, ex->npath, app, keys->hot, attrs);
     free(text);
     free(r);
-    free(fids);
-    free(tot);
 }
 
 /* profile.grown_functions: window shares against the type's decayed baseline of closed

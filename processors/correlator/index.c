@@ -81,8 +81,7 @@ void hs_corr_index_free(struct corr_index *ix)
         svc_free(ix, s);
     }
     free(ix->table);
-    free(ix->scratch);
-    free(ix->mark);
+    free(ix->scratch); /* and the per-fid arrays that share its allocation */
     memset(ix, 0, sizeof(*ix));
     hs_queue_init(&ix->lru); /* freed again, it stays empty */
 }
@@ -274,6 +273,7 @@ static uint32_t name_intern(struct corr_index *ix, struct corr_svc *s, const cha
     nm->name = hs_xstrndup(name, n);
     nm->file = hs_xstrndup(file, fl);
     nm->disp = dlen == n && memcmp(disp, name, n) == 0 ? nm->name : hs_xstrndup(disp, dlen);
+    nm->dlen = (uint32_t)dlen;
     nm->lib = NULL;
     struct hs_str lib = {0};
     if (ix->rules && hs_frame_is_library(ix->rules, name, file, &lib))
@@ -296,21 +296,22 @@ int hs_corr_index_scratch(struct corr_index *ix, size_t n)
     if (n <= ix->nscratch)
         return 0;
     size_t cap = HS_MAX(n, ix->nscratch * 2);
-    int64_t *s = calloc(cap, sizeof(*s));
-    uint32_t *m = calloc(cap, sizeof(*m));
-    if (!s || !m) {
-        free(s);
-        free(m);
+    /* one zeroed allocation (their state between uses): scratch, ex_tot, ex_leaf (8 bytes per
+     * fid each), mark, ex_depth, ex_fids (4 each) */
+    int64_t *s = calloc(cap, 3 * sizeof(int64_t) + 3 * sizeof(uint32_t));
+    if (!s)
         return HS_ENOMEM;
-    }
     /* the index's, not a service's: freed with the index */
-    ix->bytes = ix->bytes + corr_heap_size(s) + corr_heap_size(m) - corr_heap_size(ix->scratch) -
-                corr_heap_size(ix->mark);
+    ix->bytes = ix->bytes + corr_heap_size(s) - corr_heap_size(ix->scratch);
     free(ix->scratch);
-    free(ix->mark);
     ix->scratch = s;
-    ix->mark = m;
+    ix->ex_tot = s + cap;
+    ix->ex_leaf = s + 2 * cap;
+    ix->mark = (uint32_t *)(s + 3 * cap);
+    ix->ex_depth = ix->mark + cap;
+    ix->ex_fids = ix->ex_depth + cap;
     ix->nscratch = cap;
+    ix->stamp = 0; /* the marks are new */
     return 0;
 }
 

@@ -27,14 +27,8 @@ struct corr_lat {
 
 static uint64_t lat_hash(struct hs_str t, struct hs_str s, struct hs_str n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    struct hs_str parts[3] = {t, s, n};
-    for (int p = 0; p < 3; p++) {
-        for (size_t i = 0; i < parts[p].len; i++)
-            h = (h ^ (uint8_t)parts[p].ptr[i]) * 0x100000001b3ULL;
-        h = (h ^ 0xff) * 0x100000001b3ULL;
-    }
-    return h ^ (h >> 31);
+    uint64_t h = corr_hash_bytes(t.ptr, t.len, 0xcbf29ce484222325ULL);
+    return corr_hash_bytes(n.ptr, n.len, corr_hash_bytes(s.ptr, s.len, h));
 }
 
 void hs_corr_latency_init(struct corr_latency *l, struct corr_stats *stats)

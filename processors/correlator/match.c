@@ -20,14 +20,11 @@ static void matched_push(struct corr_matched *m, const uint32_t *fids, uint32_t 
 
 static const struct corr_spanagg *bucket_span(const struct corr_bucket *b, struct hs_str id)
 {
-    if (!b->span_slots || id.len != 8)
+    if (id.len != 8)
         return NULL;
     uint64_t want;
     memcpy(&want, id.ptr, 8);
-    for (uint32_t i = 0; i < b->nspans; i++) /* slots are index.c's; a scan is fine at 1% */
-        if (b->spans[i].id == want)
-            return &b->spans[i];
-    return NULL;
+    return hs_corr_bucket_span(b, want);
 }
 
 /* The type's buckets overlapping [lo, hi]. */
@@ -115,7 +112,7 @@ static bool match_subtree(struct correlator *c, struct corr_matched *m, struct h
     uint32_t anchor = UINT32_MAX;
     for (uint32_t i = 0; i < m->nwfids; i++) { /* the heaviest function named like the span */
         uint32_t f = m->wfids[i];
-        if (hs_corr_name_matches(m->svc->names[f].disp, name) &&
+        if (hs_corr_name_matches(&m->svc->names[f], name) &&
             (anchor == UINT32_MAX || wtot[f] > wtot[anchor]))
             anchor = f;
     }

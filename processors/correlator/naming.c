@@ -80,9 +80,13 @@ size_t hs_corr_display_name(const char *name, char *out, size_t cap)
     return len;
 }
 
-bool hs_corr_name_matches(const char *disp, struct hs_str span_name)
+bool hs_corr_name_matches(const struct corr_name *nm, struct hs_str span_name)
 {
-    struct hs_str fn = {disp, strlen(disp)};
+    struct hs_str fn = {nm->disp, nm->dlen};
+    /* one ends with the other: their last bytes first (matching asks every function of a
+     * window, and most differ there) */
+    if (!fn.len || !span_name.len || fn.ptr[fn.len - 1] != span_name.ptr[span_name.len - 1])
+        return false;
     return hs_str_ends_with_name(fn, span_name) || hs_str_ends_with_name(span_name, fn);
 }
 

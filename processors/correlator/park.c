@@ -207,6 +207,12 @@ static void release_oldest_over_bound(struct correlator *c, uint64_t incoming_by
     }
 }
 
+/* When the tick next has something to do for p: its deadline, or its service's settling. */
+static uint64_t parked_due(const struct corr_parked *p)
+{
+    return p->svc->settle_ms ? HS_MIN(p->deadline_ms, p->svc->settle_ms) : p->deadline_ms;
+}
+
 void hs_corr_park(struct correlator *c, struct corr_parked *p)
 {
     release_oldest_over_bound(c, p->bytes);
@@ -215,6 +221,7 @@ void hs_corr_park(struct correlator *c, struct corr_parked *p)
     p->svc->nparked++;
     c->nparked++;
     c->parked_bytes += p->bytes;
+    c->due_ms = HS_MIN(c->due_ms, parked_due(p));
     timer_arm(c);
 }
 
@@ -285,9 +292,10 @@ void hs_corr_park_close(struct correlator *c)
     uv_timer_start(&c->timer, on_timer, 50, 50);
 }
 
-void hs_corr_park_tick(struct correlator *c)
+/* Releases the parked spans past their deadline, and those of services whose first upload has
+ * settled. */
+static void release_due(struct correlator *c, uint64_t now)
 {
-    uint64_t now = corr_now_ms(c);
     uint32_t n = 0;
     /* not in deadline order: a span waiting for its service's first profile may wait longer
      * than the spans parked after it */
@@ -319,6 +327,19 @@ void hs_corr_park_tick(struct correlator *c)
         svc->settle_ms = 0;
         hs_corr_release_service(c, svc, false);
         q = hs_queue_head(&c->parked); /* the list changed */
+    }
+}
+
+void hs_corr_park_tick(struct correlator *c)
+{
+    uint64_t now = corr_now_ms(c);
+    /* the parked spans are walked only when one is due: every second, a thousand of them
+     * (1% of a few thousand spans/s waiting up to a minute) cost more than all the rest */
+    if (now >= c->due_ms) {
+        release_due(c, now);
+        c->due_ms = UINT64_MAX; /* deadlines only move later, and settling ends: worked out anew */
+        for (struct hs_queue *q = hs_queue_head(&c->parked); q != &c->parked; q = q->next)
+            c->due_ms = HS_MIN(c->due_ms, parked_due(parked_of(q)));
     }
     outq_flush(c);
     hs_corr_index_expire(&c->index, now);

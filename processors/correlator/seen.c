@@ -18,13 +18,7 @@ struct corr_seen_entry {
 
 static uint64_t seen_hash(struct hs_str t, struct hs_str s)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < t.len; i++)
-        h = (h ^ (uint8_t)t.ptr[i]) * 0x100000001b3ULL;
-    h = (h ^ 0xff) * 0x100000001b3ULL;
-    for (size_t i = 0; i < s.len; i++)
-        h = (h ^ (uint8_t)s.ptr[i]) * 0x100000001b3ULL;
-    return h ^ (h >> 31);
+    return corr_hash_bytes(s.ptr, s.len, corr_hash_bytes(t.ptr, t.len, 0xcbf29ce484222325ULL));
 }
 
 /* The service seen least recently, or NULL. */

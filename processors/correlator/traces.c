@@ -28,10 +28,23 @@ struct scan_ctx {
     uint32_t next;      /* the group rescan: which slow_rec the next span is */
     const char *tenant; /* the batch's (X-Scope-OrgID), for spans without labels.trace_tenant */
     bool tenant_auth;   /* ... a per-tenant token's: labels.trace_tenant cannot override it */
+    struct hs_str dflt_tenant; /* the batch's, else `tenant`: spans without the label */
     uint64_t now_ms;
     struct hs_str seen_tenant, seen_service; /* the last service touched: a resource's spans */
     uint64_t first_seen_ms;                  /* ... share it, so one lookup per resource */
+    uint64_t frag_tenant;                    /* ... and its tenant as fragments key it */
 };
+
+/* The tenant of the batch's spans that name none (fill_span), worked out once per batch. */
+static void scan_tenant(struct scan_ctx *x, const struct hs_traces *batch)
+{
+    const char *dt = batch->tenant[0] ? batch->tenant : x->c->conf.tenant;
+    x->data = batch->data;
+    x->tenant = batch->tenant;
+    x->tenant_auth = batch->tenant_authenticated;
+    x->dflt_tenant = dt ? (struct hs_str){dt, strlen(dt)} : (struct hs_str){"", 0};
+    x->seen_service = (struct hs_str){NULL, 0}; /* views into the previous batch */
+}
 
 /* What annotation needs of the span. Its tenant is the batch's when a per-tenant token decided
  * it: a client must not choose whose profiles annotate its spans, so `labels.trace_tenant` may
@@ -42,9 +55,8 @@ static bool fill_span(const struct scan_ctx *x, const struct hs_span_view *v, st
 {
     const struct correlator *c = x->c;
     const char *tk = c->conf.labels.trace_tenant;
-    const char *dt = x->tenant && *x->tenant ? x->tenant : c->conf.tenant;
     bool mismatch = false;
-    s->tenant = dt ? (struct hs_str){dt, strlen(dt)} : (struct hs_str){"", 0};
+    s->tenant = x->dflt_tenant;
     if (tk && *tk) {
         struct hs_str t;
         if (hs_attrs_find_str(v->resource, 1, tk, &t)) {
@@ -55,7 +67,7 @@ static bool fill_span(const struct scan_ctx *x, const struct hs_span_view *v, st
                 s->tenant = t;
         }
     }
-    if (strcmp(c->conf.labels.trace_service, HS_ATTR_SERVICE_NAME) == 0)
+    if (c->service_is_name)
         s->service = v->service_name;
     else if (!hs_attrs_find_str(v->resource, 1, c->conf.labels.trace_service, &s->service))
         s->service = (struct hs_str){"", 0};
@@ -131,6 +143,25 @@ static bool own_profile_id(const uint8_t *data, const struct hs_span_view *v)
     return true;
 }
 
+/* Can the span carry attribute `key`? Only when its bytes hold the key's: a memchr for the
+ * key's byte `at` (one that is rare in spans) and a compare, before the walk that decodes each
+ * attribute in turn. Most children are no database calls, and every child is asked for its
+ * db.statement. */
+static bool may_carry(const uint8_t *data, const struct hs_span_view *v, const char *key, size_t at)
+{
+    size_t klen = strlen(key);
+    const uint8_t *span = data + v->offset, *end = span + v->len;
+    if (v->attributes == 0 || v->len < klen)
+        return false;
+    for (const uint8_t *p = span + at; p < end; p++) {
+        if (!(p = memchr(p, (unsigned char)key[at], (size_t)(end - p))))
+            return false;
+        if ((size_t)(end - (p - at)) >= klen && memcmp(p - at, key, klen) == 0)
+            return true;
+    }
+    return false;
+}
+
 static int visit_span(void *ud, const struct hs_span_view *v)
 {
     struct scan_ctx *x = ud;
@@ -143,13 +174,16 @@ static int visit_span(void *ud, const struct hs_span_view *v)
         s.service.len != x->seen_service.len || s.tenant.ptr != x->seen_tenant.ptr ||
         s.tenant.len != x->seen_tenant.len) {
         x->first_seen_ms = hs_corr_seen_touch(&c->seen, s.tenant, s.service, x->now_ms);
+        x->frag_tenant = hs_corr_fragments_tenant(s.tenant);
         x->seen_tenant = s.tenant;
         x->seen_service = s.service.ptr ? s.service : (struct hs_str){"", 0};
     }
     if (v->parent_span_id.len == 8 && v->trace_id.len == 16) {
         struct hs_str stmt = {"", 0};
-        hs_span_attr_str(x->data, v, HS_ATTR_DB_STATEMENT, &stmt);
-        hs_corr_fragments_add(&c->frags, s.tenant, v->trace_id, v->parent_span_id, v->name, stmt);
+        if (may_carry(x->data, v, HS_ATTR_DB_STATEMENT, 1)) /* its 'b' */
+            hs_span_attr_str(x->data, v, HS_ATTR_DB_STATEMENT, &stmt);
+        hs_corr_fragments_add(&c->frags, x->frag_tenant, v->trace_id, v->parent_span_id, v->name,
+                              stmt);
     }
     if (!is_slow(c, &s, s.slow_reason, sizeof(s.slow_reason)))
         return 0;
@@ -199,9 +233,7 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
     if (rc || !group)
         return rc ? rc : HS_EINVAL;
     struct hs_otlp_scan res;
-    x->data = group->data;
-    x->tenant = group->tenant; /* the parked spans' tenant lives as long as their group */
-    x->tenant_auth = group->tenant_authenticated;
+    scan_tenant(x, group); /* the parked spans' tenant lives as long as their group */
     x->next = 0;
     rc = hs_otlp_traces_scan(group->data, group->len, NULL, visit_group, x, &res);
     if (rc) {
@@ -264,11 +296,8 @@ int hs_corr_consume_traces(struct hs_component *base, struct hs_traces *batch)
         hs_traces_unref(batch);
         return HS_EAGAIN;
     }
-    struct scan_ctx x = {.c = c,
-                         .data = batch->data,
-                         .tenant = batch->tenant,
-                         .tenant_auth = batch->tenant_authenticated,
-                         .now_ms = corr_now_ms(c)};
+    struct scan_ctx x = {.c = c, .now_ms = corr_now_ms(c)};
+    scan_tenant(&x, batch);
     struct hs_otlp_scan res;
     int rc = hs_otlp_traces_scan(batch->data, batch->len, NULL, visit_span, &x, &res);
     hs_counter_add(c->stats.checked, res.spans);

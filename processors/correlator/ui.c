@@ -61,10 +61,7 @@ const struct corr_ui_entry *hs_corr_ui_find(const struct corr_ui *ui, struct hs_
 
 static void hex(char *out, struct hs_str id, size_t max)
 {
-    size_t n = HS_MIN(id.len, max);
-    for (size_t i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", (uint8_t)id.ptr[i]);
-    out[2 * n] = '\0';
+    corr_hex(out, id.ptr, HS_MIN(id.len, max));
 }
 
 /* A copy of at most `cap` bytes, cut at a UTF-8 character boundary; NULL when the arena is
@@ -188,32 +185,47 @@ static void snapshot_stacks(struct snap *s)
     }
 }
 
+/* A top_functions list (the match's or the off-CPU one's) into *out, *nout. */
+static void snapshot_top(struct snap *s, const struct corr_top *top, uint32_t n,
+                         struct corr_ui_fn **out, uint32_t *nout)
+{
+    struct corr_ui_entry *e = s->e;
+    *out = hs_arena_alloc(e->arena, HS_MAX(n, 1) * sizeof(**out));
+    for (uint32_t i = 0; *out && i < n; i++) {
+        uint32_t l = local_name(s, top[i].fid);
+        const char *lib = top[i].lib;
+        if (l != UINT32_MAX)
+            (*out)[(*nout)++] = (struct corr_ui_fn){
+                l, top[i].share, 0, lib ? dup_capped(e->arena, lib, strlen(lib), 64) : NULL};
+    }
+}
+
+/* A hot path (the match's or the off-CPU one's) into *out, *nout, while the names last. */
+static void snapshot_path(struct snap *s, const uint32_t *path, uint32_t npath, uint32_t **out,
+                          uint32_t *nout)
+{
+    uint32_t np = HS_MIN(npath, CORR_UI_DEPTH);
+    *out = hs_arena_alloc(s->e->arena, HS_MAX(np, 1) * sizeof(**out));
+    for (uint32_t i = 0; *out && i < np; i++) {
+        uint32_t l = local_name(s, path[i]);
+        if (l == UINT32_MAX)
+            break;
+        (*out)[(*nout)++] = l;
+    }
+}
+
 /* Top, grown and hot path names first: they are what the page leads with. */
 static void snapshot_lists(struct snap *s, const struct corr_note *n)
 {
     struct corr_ui_entry *e = s->e;
-    e->top = hs_arena_alloc(e->arena, HS_MAX(n->ntop, 1) * sizeof(*e->top));
-    for (uint32_t i = 0; e->top && i < n->ntop; i++) {
-        uint32_t l = local_name(s, n->top[i].fid);
-        const char *lib = n->top[i].lib;
-        if (l != UINT32_MAX)
-            e->top[e->ntop++] = (struct corr_ui_fn){
-                l, n->top[i].share, 0, lib ? dup_capped(e->arena, lib, strlen(lib), 64) : NULL};
-    }
+    snapshot_top(s, n->top, n->ntop, &e->top, &e->ntop);
     e->grown = hs_arena_alloc(e->arena, HS_MAX(n->ngrown, 1) * sizeof(*e->grown));
     for (uint32_t i = 0; e->grown && i < n->ngrown; i++) {
         uint32_t l = local_name(s, n->grown[i].fid);
         if (l != UINT32_MAX)
             e->grown[e->ngrown++] = (struct corr_ui_fn){l, n->grown[i].share, n->grown[i].base};
     }
-    uint32_t np = HS_MIN(n->npath, CORR_UI_DEPTH);
-    e->hot = hs_arena_alloc(e->arena, HS_MAX(np, 1) * sizeof(*e->hot));
-    for (uint32_t i = 0; e->hot && i < np; i++) {
-        uint32_t l = local_name(s, n->path[i]);
-        if (l == UINT32_MAX)
-            break;
-        e->hot[e->nhot++] = l;
-    }
+    snapshot_path(s, n->path, n->npath, &e->hot, &e->nhot);
 }
 
 /* What the off-CPU type said: its id, top functions and hot path. */
@@ -224,22 +236,8 @@ static void snapshot_offcpu(struct snap *s, const struct corr_note *n)
         return;
     e->off_type = dup_capped(e->arena, n->off.type, strlen(n->off.type), CORR_UI_TEXT);
     e->off_kind = n->off.kind;
-    e->off_top = hs_arena_alloc(e->arena, HS_MAX(n->off.ntop, 1) * sizeof(*e->off_top));
-    for (uint32_t i = 0; e->off_top && i < n->off.ntop; i++) {
-        uint32_t l = local_name(s, n->off.top[i].fid);
-        const char *lib = n->off.top[i].lib;
-        if (l != UINT32_MAX)
-            e->off_top[e->off_ntop++] = (struct corr_ui_fn){
-                l, n->off.top[i].share, 0, lib ? dup_capped(e->arena, lib, strlen(lib), 64) : NULL};
-    }
-    uint32_t np = HS_MIN(n->off.npath, CORR_UI_DEPTH);
-    e->off_hot = hs_arena_alloc(e->arena, HS_MAX(np, 1) * sizeof(*e->off_hot));
-    for (uint32_t i = 0; e->off_hot && i < np; i++) {
-        uint32_t l = local_name(s, n->off.path[i]);
-        if (l == UINT32_MAX)
-            break;
-        e->off_hot[e->off_nhot++] = l;
-    }
+    snapshot_top(s, n->off.top, n->off.ntop, &e->off_top, &e->off_ntop);
+    snapshot_path(s, n->off.path, n->off.npath, &e->off_hot, &e->off_nhot);
 }
 
 static void copy_strings(struct corr_ui_entry *e, const struct corr_note *n)
@@ -251,9 +249,9 @@ static void copy_strings(struct corr_ui_entry *e, const struct corr_note *n)
     e->name = dup_capped(a, sp->name.ptr, sp->name.len, CORR_UI_TEXT);
     if (n->type)
         e->type = dup_capped(a, n->type, strlen(n->type), CORR_UI_TEXT);
-    if (n->nplus1) {
-        e->nplus1 = n->nplus1->count;
-        e->stmt = dup_capped(a, n->nplus1->text, strlen(n->nplus1->text), CORR_UI_TEXT);
+    if (n->nplus1.count) {
+        e->nplus1 = n->nplus1.count;
+        e->stmt = dup_capped(a, n->nplus1.text, strlen(n->nplus1.text), CORR_UI_TEXT);
     }
     /* a link cut short would be a wrong link: all of it (the arena's cap bounds it) or none */
     if (n->link)

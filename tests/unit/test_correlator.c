@@ -524,6 +524,97 @@ static void test_n_plus_one_per_tenant(void **state)
     teardown(&f);
 }
 
+/* A slow parent of `n` children of one name, child i carrying the attributes set_kid writes;
+ * returns the parent as delivered (api-server has no profiles: annotated at once). */
+static Span *n_plus_one_of(struct fx *f, const char *parent_name, uint8_t seed, int n,
+                           void (*set_kid)(Span *kid, int i))
+{
+    Span *parent = mkspan(parent_name, seed, S(2), MS(800));
+    Span **sp = zalloc((size_t)(n + 1) * sizeof(*sp));
+    for (int i = 0; i < n; i++) {
+        sp[i] = mkspan("pg.query", (uint8_t)(seed + 1 + i), S(2), MS(5));
+        child_of(sp[i], parent);
+        set_kid(sp[i], i);
+    }
+    sp[n] = parent;
+    assert_int_equal(CT.consume_traces(f->c, traces_of("api-server", NULL, (size_t)n + 1, sp)), 0);
+    return out_span(f, parent_name, NULL);
+}
+
+/* 70 texts of one statement */
+static void kid_literal(Span *kid, int i)
+{
+    char *stmt = zalloc(64);
+    snprintf(stmt, 64, "SELECT v FROM t WHERE id = %d", 1000 + i);
+    set_attr(kid, "db.statement", stmt);
+}
+
+/* one of them again and again, after attributes full of the key's rare byte 'b' */
+static void kid_repeat(Span *kid, int i)
+{
+    set_attr(kid, "b.bb", "bbbbbbbbbbbbbbbbbbb db.statemen");
+    set_attr(kid, "db.statement", "SELECT v FROM t WHERE id = 1003");
+}
+
+/* a value that names the key, and no such attribute */
+static void kid_mention(Span *kid, int i)
+{
+    set_attr(kid, "note", "has no db.statement");
+}
+
+/* N+1 statements are normalized once per distinct text and found past other attributes: the
+ * counts and the statement written are those of every child's own statement. */
+static void test_n_plus_one_statements(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    shown_long_ago(&f, "", "api-server");
+    Span *o = n_plus_one_of(&f, "GET /a", 1, 70, kid_literal);
+    assert_string_equal(astr(o, "hotspan.pattern"), "n_plus_one");
+    assert_int_equal(attr(o, "hotspan.n_plus_one.count")->int_value, 70);
+    assert_string_equal(astr(o, "hotspan.n_plus_one.statement"), "SELECT v FROM t WHERE id = ?");
+    o = n_plus_one_of(&f, "GET /b", 101, 12, kid_repeat);
+    assert_int_equal(attr(o, "hotspan.n_plus_one.count")->int_value, 12);
+    assert_string_equal(astr(o, "hotspan.n_plus_one.statement"), "SELECT v FROM t WHERE id = ?");
+    o = n_plus_one_of(&f, "GET /c", 151, 11, kid_mention); /* grouped by name only */
+    assert_int_equal(attr(o, "hotspan.n_plus_one.count")->int_value, 11);
+    assert_string_equal(astr(o, "hotspan.n_plus_one.statement"), "pg.query");
+    teardown(&f);
+}
+
+/* Three parents whose children interleave, each parent's of one statement with a new literal
+ * every time (300 texts, the statements remembered normalized being far fewer): every child
+ * counts in its own parent's statement, none in another's. */
+static void test_fragments_statements_interleaved(void **state)
+{
+    static const char *const kinds[3] = {"SELECT v FROM t WHERE id = %d",
+                                         "UPDATE t SET v = %d WHERE k = 'x'",
+                                         "DELETE FROM t WHERE id IN (%d, 2)"};
+    static const char *const norm[3] = {"SELECT v FROM t WHERE id = ?",
+                                        "UPDATE t SET v = ? WHERE k = ?",
+                                        "DELETE FROM t WHERE id IN (?, ?)"};
+    struct corr_stats stats = {0};
+    stats.ev_fragment = &stats.dummy;
+    struct corr_fragments fr;
+    hs_corr_fragments_init(&fr, &stats);
+    uint64_t th = hs_corr_fragments_tenant(HS_STR(""));
+    struct hs_str trace = HS_STR("0123456789abcdef"),
+                  parents[3] = {HS_STR("parent-a"), HS_STR("parent-b"), HS_STR("parent-c")};
+    for (int i = 0; i < 300; i++) {
+        char stmt[64];
+        snprintf(stmt, sizeof(stmt), kinds[i % 3], 1000 + i);
+        hs_corr_fragments_add(&fr, th, trace, parents[i % 3], HS_STR("pg.query"),
+                              (struct hs_str){stmt, strlen(stmt)});
+    }
+    for (int k = 0; k < 3; k++) {
+        struct corr_frag_best g = hs_corr_fragments_best(&fr, HS_STR(""), trace, parents[k]);
+        assert_int_equal(g.count, 100);
+        assert_true(g.stmt); /* a statement group as large as the name's wins */
+        assert_string_equal(g.text, norm[k]);
+    }
+    hs_corr_fragments_free(&fr);
+}
+
 /* Relative slowness: 5 x the p50 of 20 earlier spans of the name; threshold 0 turns the
  * absolute bound off. */
 static void test_latency_baseline_factor(void **state)
@@ -701,6 +792,8 @@ int main(void)
         cmocka_unit_test(test_parked_bound_shutdown_and_backpressure),
         cmocka_unit_test(test_n_plus_one),
         cmocka_unit_test(test_n_plus_one_per_tenant),
+        cmocka_unit_test(test_n_plus_one_statements),
+        cmocka_unit_test(test_fragments_statements_interleaved),
         cmocka_unit_test(test_latency_baseline_factor),
         cmocka_unit_test(test_index_bounds_and_evictions),
         cmocka_unit_test(test_index_expires_with_nothing_parked),
