@@ -51,6 +51,8 @@ static struct corr_frag_best put_nplus1(struct correlator *c, const struct corr_
                                         struct hs_buf *attrs)
 {
     struct corr_frag_best g = hs_corr_fragments_best(&c->frags, s->tenant, s->trace_id, s->span_id);
+    if (s->frag.count > g.count) /* the ring forgot it while the span waited */
+        g = (struct corr_frag_best){s->frag.count, s->frag.stmt, s->frag.text};
     if (g.count < c->conf.n_plus_one.min_count)
         return (struct corr_frag_best){0};
     hs_attr_string(attrs, HS_ATTR_PATTERN, "n_plus_one", 10);

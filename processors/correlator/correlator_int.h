@@ -505,6 +505,14 @@ struct corr_span {
     /* SDKs label samples with this span's id: it carries pyroscope.profile.id = its id
      * (otel-profiling-go, otel-profiling-java), or it is a trace's root */
     bool labelled;
+    /* its largest group of children when it parked: the fragments' ring holds a few seconds of
+     * parents at high rates, less than a span may wait, so annotation takes the larger of this
+     * and what the ring says then (children that come later still count) */
+    struct {
+        uint32_t count;
+        bool stmt;
+        char text[CORR_FRAG_TEXT];
+    } frag;
 };
 
 struct corr_parked {

@@ -188,6 +188,7 @@ static int visit_span(void *ud, const struct hs_span_view *v)
     if (!is_slow(c, &s, s.slow_reason, sizeof(s.slow_reason)))
         return 0;
     s.labelled = v->parent_span_id.len == 0 || own_profile_id(x->data, v);
+    s.frag.count = 0; /* kept when it parks (keep_fragment) */
     if (x->nslow == x->cap) {
         x->cap = x->cap ? x->cap * 2 : 16;
         x->slow = realloc(x->slow, x->cap * sizeof(*x->slow));
@@ -219,6 +220,16 @@ static int visit_group(void *ud, const struct hs_span_view *v)
 
 /* Parks the slow spans that wait: they move into a batch of their own, which each holds a
  * reference on. Returns 0 or an error (then nothing parked). */
+/* The span's children counted so far (this batch's included: scanned before it parks). */
+static void keep_fragment(struct correlator *c, struct corr_span *s)
+{
+    struct corr_frag_best g = hs_corr_fragments_best(&c->frags, s->tenant, s->trace_id, s->span_id);
+    s->frag.count = g.count;
+    s->frag.stmt = g.stmt;
+    if (g.count)
+        snprintf(s->frag.text, sizeof(s->frag.text), "%s", g.text);
+}
+
 static int park_group(struct correlator *c, struct hs_traces *batch, struct scan_ctx *x,
                       uint32_t nwait)
 {
@@ -258,6 +269,7 @@ static int park_group(struct correlator *c, struct hs_traces *batch, struct scan
                 HS_MAX(p->deadline_ms, r->first_seen_ms + c->conf.first_profile_wait_ms);
         p->need_until_ns = (int64_t)(r->span.end_ns + c->conf.slack_ms * 1000000);
         p->span = r->span;
+        keep_fragment(c, &p->span);
         hs_corr_cadence_extend(&c->conf, p, now);
         hs_corr_park(c, p);
     }

@@ -492,6 +492,46 @@ static void test_n_plus_one(void **state)
     teardown(&f);
 }
 
+/* A parked span keeps the N+1 group it had when it parked: while it waits for its profile,
+ * other parents' children may fill the fragments' ring (CORR_FRAG_ENTRIES parents, a few
+ * seconds at a gateway's rates) and push its own entry out. */
+static void test_n_plus_one_outlives_the_ring(void **state)
+{
+    struct fx f;
+    setup(&f, "{}");
+    assert_int_equal(send_profiles(&f, NULL, userdb_normal(-60, -50)), 0);
+    Span *p = mkspan("GET /prefs", 2, S(2), MS(800));
+    Span *sp[11];
+    for (int i = 0; i < 10; i++) {
+        sp[i] = mkspan("SELECT preferences", (uint8_t)(40 + i), S(2), MS(5));
+        child_of(sp[i], p);
+    }
+    sp[10] = p;
+    assert_int_equal(CT.consume_traces(f.c, traces_of("user-db", NULL, 11, sp)), 0);
+    assert_int_equal(hs_correlator_parked(f.c), 1);
+    enum { PER = 512, BATCHES = CORR_FRAG_ENTRIES / PER + 1 };
+    for (uint32_t b = 0; b < BATCHES; b++) { /* one child each of PER other parents */
+        Span *kids[PER];
+        for (uint32_t i = 0; i < PER; i++) {
+            kids[i] = mkspan("cache.get", 3, S(2), MS(1));
+            uint8_t *parent = zalloc(8);
+            uint32_t n = b * PER + i + 1;
+            memcpy(parent, &n, sizeof(n));
+            parent[7] = 0xab;
+            kids[i]->parent_span_id = (ProtobufCBinaryData){8, parent};
+        }
+        assert_int_equal(CT.consume_traces(f.c, traces_of("api-server", NULL, PER, kids)), 0);
+    }
+    assert_int_equal(send_profiles(&f, NULL, userdb_slow(0, 10)), 0);
+    Span *o = out_span(&f, "GET /prefs", NULL);
+    assert_non_null(o);
+    assert_non_null(attr(o, "hotspan.pattern")); /* the ring alone forgot it */
+    assert_string_equal(astr(o, "hotspan.pattern"), "n_plus_one");
+    assert_int_equal(attr(o, "hotspan.n_plus_one.count")->int_value, 10);
+    assert_string_equal(astr(o, "hotspan.n_plus_one.statement"), "SELECT preferences");
+    teardown(&f);
+}
+
 /* N+1 children are counted per tenant: spans of tenant b that name a span of tenant a as
  * their parent (trace context passed between the two tenants' services) never tell a's span
  * about b's statements; a's own children do. */
@@ -791,6 +831,7 @@ int main(void)
         cmocka_unit_test(test_released_by_max_wait),
         cmocka_unit_test(test_parked_bound_shutdown_and_backpressure),
         cmocka_unit_test(test_n_plus_one),
+        cmocka_unit_test(test_n_plus_one_outlives_the_ring),
         cmocka_unit_test(test_n_plus_one_per_tenant),
         cmocka_unit_test(test_n_plus_one_statements),
         cmocka_unit_test(test_fragments_statements_interleaved),
