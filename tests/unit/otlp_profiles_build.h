@@ -12,6 +12,8 @@
 
 #include "core/arena.h"
 #include "core/buf.h"
+#include "pdata/otlp_profiles.h"
+#include "pdata/profiles.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
 typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest OReq;
@@ -343,6 +345,35 @@ static inline void ob_pack(struct ob *b, struct hs_buf *out)
     out->len =
         opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__pack(
             &b->req, out->data);
+}
+
+/* The exporter tests' request: checkout's CPU profile (3 samples of main;handle;query linked to
+ * a span, then `gc` samples of main;gc when gc > 0) and its alloc_space profile (4096 bytes of
+ * main;handle), packed into `wire` and decoded into a batch for `tenant`; NULL if it does not
+ * decode. */
+static inline struct hs_profiles *ob_checkout_batch(const char *tenant, struct hs_buf *wire,
+                                                    int64_t gc)
+{
+    struct ob *b = ob_new();
+    ORes *r = ob_resource(b, ob_kv(b, "service.name", ob_any_str(b, "checkout")), NULL);
+    OScope *sc = ob_scope(b, r, "ebpf");
+    OProf *cpu = ob_profile(b, sc, "samples", "count", "cpu", "nanoseconds", 10000000,
+                            1700000000000000000ull, 10000000000ull);
+    ob_sample(b, cpu, ob_stack(b, "main;handle;query"), 3, ob_link(b, 7), -1);
+    if (gc > 0)
+        ob_sample(b, cpu, ob_stack(b, "main;gc"), gc, 0, -1);
+    OProf *alloc = ob_profile(b, sc, "alloc_space", "bytes", "space", "bytes", 524288,
+                              1700000000000000000ull, 10000000000ull);
+    ob_sample(b, alloc, ob_stack(b, "main;handle"), 4096, 0, -1);
+    ob_pack(b, wire);
+    ob_free(b);
+    struct hs_profiles *batch = hs_profiles_new(tenant);
+    char err[256];
+    if (batch && hs_otlp_profiles_decode(batch, wire->data, wire->len, NULL, err, sizeof(err))) {
+        hs_profiles_unref(batch);
+        return NULL;
+    }
+    return batch;
 }
 
 #endif

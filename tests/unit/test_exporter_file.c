@@ -596,21 +596,8 @@ static void test_profile_null_tenant_and_refused(void **state)
  * its protobuf bytes into `wire`. */
 static struct hs_profiles *otlp_batch(const char *tenant, struct hs_buf *wire)
 {
-    struct ob *b = ob_new();
-    ORes *r = ob_resource(b, ob_kv(b, "service.name", ob_any_str(b, "checkout")), NULL);
-    OScope *sc = ob_scope(b, r, "ebpf");
-    OProf *cpu = ob_profile(b, sc, "samples", "count", "cpu", "nanoseconds", 10000000,
-                            1700000000000000000ull, 10000000000ull);
-    ob_sample(b, cpu, ob_stack(b, "main;handle;query"), 3, ob_link(b, 7), -1);
-    OProf *alloc = ob_profile(b, sc, "alloc_space", "bytes", "space", "bytes", 524288,
-                              1700000000000000000ull, 10000000000ull);
-    ob_sample(b, alloc, ob_stack(b, "main;handle"), 4096, 0, -1);
-    ob_pack(b, wire);
-    ob_free(b);
-    struct hs_profiles *batch = hs_profiles_new(tenant);
-    char err[256];
-    assert_int_equal(hs_otlp_profiles_decode(batch, wire->data, wire->len, NULL, err, sizeof(err)),
-                     0);
+    struct hs_profiles *batch = ob_checkout_batch(tenant, wire, 0);
+    assert_non_null(batch);
     return batch;
 }
 

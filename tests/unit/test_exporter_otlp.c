@@ -612,22 +612,8 @@ static void test_shutdown_before_start(void **state)
  * decoded into a batch of tenant `tenant`. */
 static struct hs_profiles *make_profiles(struct hs_buf *wire, const char *tenant)
 {
-    struct ob *b = ob_new();
-    ORes *r = ob_resource(b, ob_kv(b, "service.name", ob_any_str(b, "checkout")), NULL);
-    OScope *sc = ob_scope(b, r, "ebpf");
-    OProf *cpu = ob_profile(b, sc, "samples", "count", "cpu", "nanoseconds", 10000000,
-                            1700000000000000000ull, 10000000000ull);
-    ob_sample(b, cpu, ob_stack(b, "main;handle;query"), 3, ob_link(b, 7), -1);
-    ob_sample(b, cpu, ob_stack(b, "main;gc"), 1, 0, -1);
-    OProf *alloc = ob_profile(b, sc, "alloc_space", "bytes", "space", "bytes", 524288,
-                              1700000000000000000ull, 10000000000ull);
-    ob_sample(b, alloc, ob_stack(b, "main;handle"), 4096, 0, -1);
-    ob_pack(b, wire);
-    ob_free(b);
-    struct hs_profiles *batch = hs_profiles_new(tenant);
-    char err[256];
-    assert_int_equal(hs_otlp_profiles_decode(batch, wire->data, wire->len, NULL, err, sizeof(err)),
-                     0);
+    struct hs_profiles *batch = ob_checkout_batch(tenant, wire, 1);
+    assert_non_null(batch);
     assert_int_equal(batch->request_profiles, 2);
     return batch;
 }
