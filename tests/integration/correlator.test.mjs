@@ -8,15 +8,12 @@
 // never given user-db's functions; profiles pass through to the Pyroscope sink.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startHotspan } from './lib/hotspan.mjs';
+import { runAppReport } from './lib/apps.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink } from './lib/pyroscope_sink.mjs';
 import { fetchMetrics, metricSum } from './lib/metrics.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const THRESHOLD_MS = 300;
 const PLAN = 'FFFSFFSFFSFF';
 const USER_FNS = /findByEmail|loadPreferences/;
@@ -37,24 +34,6 @@ const attrs = (list) => Object.fromEntries((list || []).map((a) => [a.key, plain
 const durationMs = (span) => Number(BigInt(span.endTimeUnixNano) - BigInt(span.startTimeUnixNano)) / 1e6;
 const hotspanKeys = (a) => Object.keys(a).filter((k) => /^(profile\.|hotspan\.|pyroscope\.)/.test(k));
 
-function runApp(env, timeoutMs = 60000) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [join(here, 'apps', 'nplus1.mjs')], {
-      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-    proc.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`nplus1.mjs timed out\n${err}`)); }, timeoutMs);
-    proc.on('error', (e) => { clearTimeout(timer); reject(e); });
-    proc.on('close', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) { reject(new Error(`nplus1.mjs exited ${code}\n${out}\n${err}`)); return; }
-      try { resolve(JSON.parse(out.trim().split('\n').pop())); } catch (e) { reject(new Error(`nplus1.mjs printed ${out}\n${err}`)); }
-    });
-  });
-}
 
 describe('correlator: N+1 in user-db, real OpenTelemetry and Pyroscope SDKs', () => {
   let sink;
@@ -95,7 +74,7 @@ service:
     profiles: {receivers: [pyroscope], processors: [correlator], exporters: [pyroscope]}
 `, { waitFor: ['otlp', 'pyroscope', 'admin'] });
 
-    run = await runApp({
+    run = await runAppReport('nplus1.mjs', {
       OTLP_URL: `http://127.0.0.1:${hs.ports.otlp}/v1/traces`,
       PYROSCOPE_URL: `http://127.0.0.1:${hs.ports.pyroscope}`,
       PLAN,

@@ -11,22 +11,19 @@
 // the share of routing keys that moved is printed.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startHotspan } from './lib/hotspan.mjs';
+import { runAppReport, nplus1SpanCount, assertNplus1Annotated } from './lib/apps.mjs';
+import { attrs } from './lib/quality.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink } from './lib/pyroscope_sink.mjs';
 import { fetchMetrics, metricSum } from './lib/metrics.mjs';
 import { hostsFile, sharedPorts } from './lib/netns.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const THRESHOLD_MS = 300;
 const NAME = 'gw.hotspan.test';
 const GATEWAYS = ['127.0.0.9', '127.0.0.10', '127.0.0.11'];
 const ADDED = '127.0.0.12';
-const USER_FNS = /findByEmail|loadPreferences/;
 // two tenants, four services; spans and profiles of one app enter through different first tiers
 const APPS = [
   { tenant: 'acme', api: 'api-server', db: 'user-db', spansVia: 0 },
@@ -34,35 +31,7 @@ const APPS = [
   { tenant: 'acme', api: 'web-bff', db: 'orders-db', spansVia: 1 },
 ];
 
-const plain = (v) => {
-  if (!v) return undefined;
-  if ('stringValue' in v) return v.stringValue;
-  if ('boolValue' in v) return v.boolValue;
-  if ('intValue' in v) return Number(v.intValue);
-  if ('doubleValue' in v) return v.doubleValue;
-  if ('arrayValue' in v) return (v.arrayValue.values || []).map(plain);
-  return undefined;
-};
-const attrs = (list) => Object.fromEntries((list || []).map((a) => [a.key, plain(a.value)]));
-const durationMs = (s) => Number(BigInt(s.endTimeUnixNano) - BigInt(s.startTimeUnixNano)) / 1e6;
 
-function runApp(env, timeoutMs = 60000) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [join(here, 'apps', 'nplus1.mjs')], {
-      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-    proc.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`nplus1.mjs timed out\n${err}`)); }, timeoutMs);
-    proc.on('close', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) { reject(new Error(`nplus1.mjs exited ${code}\n${out}\n${err}`)); return; }
-      try { resolve(JSON.parse(out.trim().split('\n').pop())); } catch { reject(new Error(`nplus1.mjs printed ${out}\n${err}`)); }
-    });
-  });
-}
 
 const gatewayConfig = (addr, [otlpPort, pyroPort], sink, psink) => `receivers:
   otlp: {protocols: {http: {endpoint: '${addr}:${otlpPort}'}}}
@@ -120,14 +89,14 @@ describe('load_balancing: a routed gateway tier keeps each service\'s spans and 
     gateways.set(addr, await startHotspan(gatewayConfig(addr, ports, sink, psink),
       { waitFor: ['otlp', 'pyroscope', 'admin'] }));
   };
-  const runApps = () => Promise.all(APPS.map((a) => runApp({
+  const runApps = () => Promise.all(APPS.map((a) => runAppReport('nplus1.mjs', {
     OTLP_URL: `http://127.0.0.1:${tiers[a.spansVia].ports.otlp}/v1/traces`,
     PYROSCOPE_URL: `http://127.0.0.1:${tiers[1 - a.spansVia].ports.pyroscope}`,
     TENANT: a.tenant, API_SERVICE: a.api, DB_SERVICE: a.db,
     PLAN: 'FFSFFSFFSF', FAST_USERS: '3', SLOW_USERS: '45', FLUSH_MS: '1000',
     WARMUP_MS: '1500', TAIL_MS: '7000',
   }).then((run) => ({ ...a, run }))));
-  const spanCount = (runs) => runs.reduce((n, r) => n + r.run.requests.reduce((m, q) => m + 2 + q.users, 0), 0);
+  const spanCount = nplus1SpanCount;
   const accepted = async (name) => {
     let n = 0;
     for (const t of tiers) n += metricSum(await fetchMetrics(t.ports.admin), name);
@@ -198,23 +167,7 @@ describe('load_balancing: a routed gateway tier keeps each service\'s spans and 
   });
 
   it('phase 1: every slow span is annotated as with one hotspan, though spans and profiles entered apart', async () => {
-    const spans = sink.spans();
-    const byId = new Map(spans.map((s) => [s.span.spanId, s]));
-    let slow = 0;
-    for (const { run, db, tenant } of phase1) {
-      for (const r of run.requests.filter((q) => q.kind === 'slow')) {
-        slow += 1;
-        const s = byId.get(r.dbSpanId);
-        assert.ok(s, `slow ${tenant}/${db} span ${r.dbSpanId} reached the sink`);
-        const a = attrs(s.span.attributes);
-        const show = `${tenant}/${db} ${r.dbSpanId} (${durationMs(s.span)} ms): ${JSON.stringify(a)}`;
-        assert.equal(a['hotspan.slow'], true, show);
-        assert.ok(['span', 'window'].includes(a['profile.match']), `profile.match: ${show}`);
-        assert.ok((a['profile.top_functions'] || []).some((f) => USER_FNS.test(f)), `top functions: ${show}`);
-        assert.equal(a['hotspan.pattern'], 'n_plus_one', show);
-        assert.equal(a['hotspan.n_plus_one.count'], r.users, show);
-      }
-    }
+    const slow = assertNplus1Annotated(sink.spans(), phase1);
     assert.equal(slow, 9);
     // the keys spread: more than one gateway correlated something
     let busy = 0;
@@ -259,7 +212,7 @@ describe('load_balancing: a routed gateway tier keeps each service\'s spans and 
     const slow2 = phase2.flatMap(({ run }) => run.requests.filter((q) => q.kind === 'slow'));
     const annotated2 = slow2.filter((r) => {
       const s = spans.find((x) => x.span.spanId === r.dbSpanId);
-      return s && attrs(s.span.attributes)['profile.match'] !== undefined && attrs(s.span.attributes)['profile.match'] !== 'none';
+      return s && attrs(s.span)['profile.match'] !== undefined && attrs(s.span)['profile.match'] !== 'none';
     }).length;
     console.log(`[load_balancing] stopped ${stoppedAddr}, added ${ADDED}: ` +
       `${moved} of ${keys} routing keys moved (${((100 * moved) / Math.max(keys, 1)).toFixed(0)}%, summed over both first tiers); ` +

@@ -15,12 +15,13 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import net from 'node:net';
 import { startHotspan } from './lib/hotspan.mjs';
+import { runAppReport, nplus1SpanCount, assertNplus1Annotated } from './lib/apps.mjs';
+import { attrs } from './lib/quality.mjs';
 import { makeCerts } from './lib/tls.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink } from './lib/pyroscope_sink.mjs';
@@ -34,9 +35,7 @@ import {
   startNatsCluster, natsServerVersion, startNatsProxy, natsPublish, framePayload, streamState,
 } from './lib/nats.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const THRESHOLD_MS = 300;
-const USER_FNS = /findByEmail|loadPreferences/;
 const STREAM = 'HOTSPAN_IT';
 // With 4 partitions (hs_nats_partition, pinned in test_nats.c): acme/user-db 0, acme/orders-db 0,
 // acme/web-bff 1, globex/user-db 2, acme/api-server 3, globex/api-server 3. Consumer a takes 0-1,
@@ -48,39 +47,11 @@ const APPS = [
 ];
 const CONSUMERS = [{ id: 'a', parts: "'0-1'" }, { id: 'b', parts: "'2-3'" }];
 
-const plain = (v) => {
-  if (!v) return undefined;
-  if ('stringValue' in v) return v.stringValue;
-  if ('boolValue' in v) return v.boolValue;
-  if ('intValue' in v) return Number(v.intValue);
-  if ('doubleValue' in v) return v.doubleValue;
-  if ('arrayValue' in v) return (v.arrayValue.values || []).map(plain);
-  return undefined;
-};
-const attrs = (list) => Object.fromEntries((list || []).map((a) => [a.key, plain(a.value)]));
-const durationMs = (s) => Number(BigInt(s.endTimeUnixNano) - BigInt(s.startTimeUnixNano)) / 1e6;
 /** The sum of the series of `name` whose labels contain `part` (e.g. 'outcome="acked"'). */
 const sumWhere = (m, name, part) => Object.entries(m)
   .filter(([k]) => k.startsWith(`${name}{`) && k.includes(part)).reduce((n, [, v]) => n + v, 0);
 const profileKey = (p) => createHash('sha1').update(p.raw).update(JSON.stringify(p.labels)).digest('hex');
 
-function runApp(env, timeoutMs = 60000) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [join(here, 'apps', 'nplus1.mjs')], {
-      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-    proc.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`nplus1.mjs timed out\n${err}`)); }, timeoutMs);
-    proc.on('close', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) { reject(new Error(`nplus1.mjs exited ${code}\n${out}\n${err}`)); return; }
-      try { resolve(JSON.parse(out.trim().split('\n').pop())); } catch { reject(new Error(`nplus1.mjs printed ${out}\n${err}`)); }
-    });
-  });
-}
 
 const list = (urls) => `[${urls.join(', ')}]`;
 
@@ -330,7 +301,7 @@ describe('nats: producers -> JetStream -> consumers keep each service\'s spans a
     await hs.waitForLog(/consuming 2 partitions of stream HOTSPAN_IT"/, 30000);
     consumers.set(c.id, hs);
   };
-  const runApps = (over = {}) => Promise.all(APPS.map((a) => runApp({
+  const runApps = (over = {}) => Promise.all(APPS.map((a) => runAppReport('nplus1.mjs', {
     OTLP_URL: `http://127.0.0.1:${producers[a.spansVia].ports.otlp}/v1/traces`,
     PYROSCOPE_URL: `http://127.0.0.1:${producers[1 - a.spansVia].ports.pyroscope}`,
     TENANT: a.tenant, API_SERVICE: a.api, DB_SERVICE: a.db,
@@ -343,7 +314,7 @@ describe('nats: producers -> JetStream -> consumers keep each service\'s spans a
       .filter((r) => !ids.has(r.apiSpanId) || !ids.has(r.dbSpanId))
       .map((r) => `${tenant}/${api}:${ids.has(r.apiSpanId)} ${db}:${ids.has(r.dbSpanId)} ${r.kind}`)).join(', ');
   };
-  const spanCount = (runs) => runs.reduce((n, r) => n + r.run.requests.reduce((m, q) => m + 2 + q.users, 0), 0);
+  const spanCount = nplus1SpanCount;
   const sumOver = async (procs, name, labels = null) => {
     let n = 0;
     for (const p of procs) {
@@ -409,22 +380,7 @@ describe('nats: producers -> JetStream -> consumers keep each service\'s spans a
   });
 
   it('phase 1: every slow span is annotated as with one hotspan, though spans and profiles entered apart', async () => {
-    const byId = new Map(sink.spans().map((s) => [s.span.spanId, s]));
-    let slow = 0;
-    for (const { run, db, tenant } of phase1) {
-      for (const r of run.requests.filter((q) => q.kind === 'slow')) {
-        slow += 1;
-        const s = byId.get(r.dbSpanId);
-        assert.ok(s, `slow ${tenant}/${db} span ${r.dbSpanId} reached the sink`);
-        const a = attrs(s.span.attributes);
-        const show = `${tenant}/${db} ${r.dbSpanId} (${durationMs(s.span)} ms): ${JSON.stringify(a)}`;
-        assert.equal(a['hotspan.slow'], true, show);
-        assert.ok(['span', 'window'].includes(a['profile.match']), `profile.match: ${show}`);
-        assert.ok((a['profile.top_functions'] || []).some((f) => USER_FNS.test(f)), `top functions: ${show}`);
-        assert.equal(a['hotspan.pattern'], 'n_plus_one', show);
-        assert.equal(a['hotspan.n_plus_one.count'], r.users, show);
-      }
-    }
+    const slow = assertNplus1Annotated(sink.spans(), phase1);
     assert.equal(slow, 9);
     // both consumers correlated (the partitions split the keys), each with its own profiles
     const a = consumers.get('a');
@@ -466,7 +422,7 @@ describe('nats: producers -> JetStream -> consumers keep each service\'s spans a
     };
     const slow2 = phase2.flatMap(({ run }) => run.requests.filter((q) => q.kind === 'slow'));
     const annotated2 = slow2.filter((r) => {
-      const a = attrs(spans.find((x) => x.span.spanId === r.dbSpanId)?.span.attributes);
+      const a = attrs(spans.find((x) => x.span.spanId === r.dbSpanId)?.span);
       return a['profile.match'] !== undefined && a['profile.match'] !== 'none';
     }).length;
     console.log(`[nats] killed ${cluster.nodes[killedNode].name} (p0's node), restarted consumer b: ` +

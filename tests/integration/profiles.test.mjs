@@ -15,14 +15,13 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { startHotspan } from './lib/hotspan.mjs';
+import { runApp } from './lib/apps.mjs';
 import { fetchMetrics, metric } from './lib/metrics.mjs';
 import {
   startPyroscopeSink, postIngest, postPush, multipartBody, encodePushRequest, waitForFileProfiles,
@@ -32,7 +31,6 @@ import {
   encodeProfile, expectedSummary, summarizePprof, strs, sha256, findGo, goPprofTop,
 } from './lib/pprof.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const b64sha = (b64) => sha256(Buffer.from(b64, 'base64'));
 
 /** The file exporter's functions as {`name\tfile`: {self, total}} (decimal strings). */
@@ -74,24 +72,6 @@ async function startTee(targetPort) {
   return { seen, port: server.address().port, close: () => new Promise((r) => server.close(r)) };
 }
 
-function runApp(script, env, timeoutMs = 60000) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [join(here, 'apps', script)], {
-      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-    proc.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`${script} timed out\n${err}`)); }, timeoutMs);
-    proc.on('error', (e) => { clearTimeout(timer); reject(e); });
-    proc.on('close', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) reject(new Error(`${script} exited ${code}\n${out}\n${err}`));
-      else resolve({ out, err });
-    });
-  });
-}
 
 // The known profile of b): three services' worth of stacks, two span ids, every sample value
 // distinct so a mixed-up column or function shows.

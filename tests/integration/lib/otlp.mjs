@@ -179,3 +179,22 @@ export function unknownFieldBytes(marker = 'hotspan-unknown-field-marker') {
   w.uint32((103 << 3) | 1).fixed64(0x0102030405060708);
   return Buffer.from(w.finish());
 }
+
+// ---- reading spans ----------------------------------------------------------------------
+
+/** An OTLP AnyValue (decoded) as a plain JS value. */
+export function plain(v) {
+  if (!v) return undefined;
+  if ('stringValue' in v) return v.stringValue;
+  if ('boolValue' in v) return v.boolValue;
+  if ('intValue' in v) return Number(v.intValue);
+  if ('doubleValue' in v) return v.doubleValue;
+  if ('arrayValue' in v) return (v.arrayValue.values || []).map(plain);
+  return undefined;
+}
+
+/** A span's attributes as an object (the last value of a key that appears twice wins). */
+export const attrs = (span) => Object.fromEntries((span?.attributes || []).map((a) => [a.key, plain(a.value)]));
+/** How many times key is in the span's attribute list (OTLP requires keys to be unique). */
+export const attrCount = (span, key) => (span.attributes || []).filter((a) => a.key === key).length;
+export const durationMs = (span) => Number(BigInt(span.endTimeUnixNano) - BigInt(span.startTimeUnixNano)) / 1e6;

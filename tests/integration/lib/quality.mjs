@@ -9,12 +9,12 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import readline from 'node:readline';
 import { HOTSPAN_BIN } from './hotspan.mjs';
+import { runAppReport } from './apps.mjs';
 import { findGo, Profile, maybeGunzip } from './pprof.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const IT_DIR = join(here, '..');
 const GOAPP_SRC = join(IT_DIR, 'apps', 'goapp');
-const NODEAPP = join(IT_DIR, 'apps', 'shop_node.mjs');
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -90,23 +90,8 @@ export async function startGoApp(bin, { otlpUrls, pyroscopeUrls, env = {} }) {
  * (the SDK names frames relative to the working directory, tests/integration).
  */
 export function runNodeApp({ otlpUrls, pyroscopeUrl, env = {}, timeoutMs = 120000 }) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [NODEAPP], {
-      cwd: IT_DIR,
-      env: { ...process.env, OTLP_URLS: otlpUrls.join(','), PYROSCOPE_URL: pyroscopeUrl, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-    proc.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`shop_node timed out\n${err}`)); }, timeoutMs);
-    proc.on('close', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) { reject(new Error(`shop_node exited ${code}\n${out}\n${err}`)); return; }
-      try { resolve(JSON.parse(out.trim().split('\n').pop())); } catch { reject(new Error(`shop_node printed ${out}\n${err}`)); }
-    });
-  });
+  return runAppReport('shop_node.mjs',
+    { OTLP_URLS: otlpUrls.join(','), PYROSCOPE_URL: pyroscopeUrl, ...env }, { timeoutMs, cwd: IT_DIR });
 }
 
 // ---- hotspan ------------------------------------------------------------------------------
@@ -134,22 +119,7 @@ service:
 
 // ---- reading spans ------------------------------------------------------------------------
 
-/** An OTLP AnyValue (decoded) as a plain JS value. */
-export function plain(v) {
-  if (!v) return undefined;
-  if ('stringValue' in v) return v.stringValue;
-  if ('boolValue' in v) return v.boolValue;
-  if ('intValue' in v) return Number(v.intValue);
-  if ('doubleValue' in v) return v.doubleValue;
-  if ('arrayValue' in v) return (v.arrayValue.values || []).map(plain);
-  return undefined;
-}
-
-/** A span's attributes as an object (the last value of a key that appears twice wins). */
-export const attrs = (span) => Object.fromEntries((span.attributes || []).map((a) => [a.key, plain(a.value)]));
-/** How many times key is in the span's attribute list (OTLP requires keys to be unique). */
-export const attrCount = (span, key) => (span.attributes || []).filter((a) => a.key === key).length;
-export const durationMs = (span) => Number(BigInt(span.endTimeUnixNano) - BigInt(span.startTimeUnixNano)) / 1e6;
+export { plain, attrs, attrCount, durationMs } from './otlp.mjs';
 /** The attributes hotspan writes (the SDK's own pyroscope.profile.id aside). */
 export const hotspanKeys = (a) => Object.keys(a).filter((k) => /^(profile\.|hotspan\.)/.test(k));
 export const show = (a) => JSON.stringify(Object.fromEntries(Object.entries(a)
