@@ -32,6 +32,18 @@ bool hs_str_ieq(struct hs_str a, const char *lit); /* ASCII case-insensitive */
  * ("findByEmail" of "UserRepository.findByEmail")? How span and function names meet. */
 bool hs_str_ends_with_name(struct hs_str full, struct hs_str name);
 
+/* MurmurHash3's 64-bit finalizer: every input bit moves every output bit, so the low bits of
+ * the result index a power-of-two table well even for ids that differ only in high bits. */
+static inline uint64_t hs_mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
 /* The value of a hex digit (either case), or -1. */
 static inline int hs_hexval(int c)
 {

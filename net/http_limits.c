@@ -17,22 +17,12 @@
 
 /* ---- connections per client address ----------------------------------------------------- */
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 static size_t peer_hash(const struct hs_http_peers *p, const uint8_t key[16])
 {
     uint64_t a, b;
     memcpy(&a, key, 8);
     memcpy(&b, key + 8, 8);
-    return (size_t)mix(mix(a ^ p->seed) ^ b);
+    return (size_t)hs_mix64(hs_mix64(a ^ p->seed) ^ b);
 }
 
 /* Where key is, or the empty slot where it would go. */

@@ -92,7 +92,7 @@ static int idmap_build(struct pp_idmap *m, struct hs_arena *a, const uint64_t *i
     memset(m->keys, 0, cap * sizeof(uint64_t));
     m->mask = cap - 1;
     for (size_t i = 0; i < n; i++) {
-        size_t s = pp_mix64(ids[i]) & m->mask;
+        size_t s = hs_mix64(ids[i]) & m->mask;
         while (m->keys[s] != 0 && m->keys[s] != ids[i])
             s = (s + 1) & m->mask;
         if (m->keys[s] == ids[i]) {

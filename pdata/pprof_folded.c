@@ -23,7 +23,7 @@ static uint32_t frame_intern(struct frames *f, const char *s, size_t len)
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < len; i++)
         h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-    size_t i = pp_mix64(h) & f->mask;
+    size_t i = hs_mix64(h) & f->mask;
     for (;; i = (i + 1) & f->mask) {
         uint32_t k = f->slot[i];
         if (k == PP_NONE)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/common.h"
 #include "perftools/profiles/profile.pb-c.h"
 #include "pdata/profiles.h"
 
@@ -28,23 +29,13 @@ struct pp_idmap {
     size_t mask;
 };
 
-static inline uint64_t pp_mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 static inline uint32_t pp_idmap_get(const struct pp_idmap *m, uint64_t id)
 {
     if (m->direct)
         return id <= m->maxid ? m->direct[id] : PP_NONE;
     if (!m->keys || id == 0)
         return PP_NONE;
-    for (size_t i = pp_mix64(id) & m->mask;; i = (i + 1) & m->mask) {
+    for (size_t i = hs_mix64(id) & m->mask;; i = (i + 1) & m->mask) {
         if (m->keys[i] == id)
             return m->vals[i];
         if (m->keys[i] == 0)

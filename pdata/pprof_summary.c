@@ -88,7 +88,7 @@ static uint64_t str_hash(const char *s, uint64_t h)
 
 static uint32_t func_intern(struct sb *b, const char *name, const char *file)
 {
-    size_t i = pp_mix64(str_hash(file, str_hash(name, 0xcbf29ce484222325ULL) * 31)) & b->fmask;
+    size_t i = hs_mix64(str_hash(file, str_hash(name, 0xcbf29ce484222325ULL) * 31)) & b->fmask;
     for (;; i = (i + 1) & b->fmask) {
         uint32_t f = b->fslot[i];
         if (f == PP_NONE)
@@ -226,7 +226,7 @@ static uint32_t span_find(struct sb *b, const uint8_t id[8])
 {
     uint64_t key;
     memcpy(&key, id, 8);
-    size_t i = pp_mix64(key) & b->pmask;
+    size_t i = hs_mix64(key) & b->pmask;
     for (;; i = (i + 1) & b->pmask) {
         uint32_t s = b->pslot[i];
         if (s == PP_NONE)
@@ -249,7 +249,7 @@ static int stack_find(struct sb *b, const uint32_t *stk, uint32_t depth, uint32_
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ span;
     for (uint32_t d = 0; d < depth; d++)
         h = (h ^ stk[d]) * 0x100000001b3ULL;
-    h = pp_mix64(h ^ depth);
+    h = hs_mix64(h ^ depth);
     size_t i = h & b->smask;
     for (;; i = (i + 1) & b->smask) {
         uint32_t s = b->sslot[i];
