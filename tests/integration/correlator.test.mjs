@@ -10,6 +10,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startHotspan } from './lib/hotspan.mjs';
 import { runAppReport } from './lib/apps.mjs';
+import { attrs, durationMs } from './lib/otlp.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink } from './lib/pyroscope_sink.mjs';
 import { fetchMetrics, metricSum } from './lib/metrics.mjs';
@@ -19,19 +20,6 @@ const PLAN = 'FFFSFFSFFSFF';
 const USER_FNS = /findByEmail|loadPreferences/;
 
 /** An OTLP AnyValue (decoded) as a plain JS value. */
-function plain(v) {
-  if (!v) return undefined;
-  if ('stringValue' in v) return v.stringValue;
-  if ('boolValue' in v) return v.boolValue;
-  if ('intValue' in v) return Number(v.intValue);
-  if ('doubleValue' in v) return v.doubleValue;
-  if ('arrayValue' in v) return (v.arrayValue.values || []).map(plain);
-  if ('kvlistValue' in v) return Object.fromEntries((v.kvlistValue.values || []).map((kv) => [kv.key, plain(kv.value)]));
-  if ('bytesValue' in v) return v.bytesValue;
-  return undefined;
-}
-const attrs = (list) => Object.fromEntries((list || []).map((a) => [a.key, plain(a.value)]));
-const durationMs = (span) => Number(BigInt(span.endTimeUnixNano) - BigInt(span.startTimeUnixNano)) / 1e6;
 const hotspanKeys = (a) => Object.keys(a).filter((k) => /^(profile\.|hotspan\.|pyroscope\.)/.test(k));
 
 
@@ -103,7 +91,7 @@ service:
     if (psink) await psink.stop();
   });
 
-  const service = (s) => attrs(s.resource?.attributes)['service.name'];
+  const service = (s) => attrs(s.resource)['service.name'];
 
   it('the app ran the plan: slow requests over the threshold, fast ones well under it', () => {
     assert.equal(run.requests.filter((r) => r.kind === 'slow').length, [...PLAN].filter((k) => k === 'S').length);
@@ -124,7 +112,7 @@ service:
       assert.ok(s, `slow user-db span ${r.dbSpanId} reached the sink`);
       assert.equal(service(s), 'user-db');
       assert.ok(durationMs(s.span) >= THRESHOLD_MS, `slow span lasted ${durationMs(s.span)} ms`);
-      const a = attrs(s.span.attributes);
+      const a = attrs(s.span);
       const show = JSON.stringify(Object.fromEntries(hotspanKeys(a).map((k) => [k, a[k]])));
       assert.equal(a['hotspan.slow'], true, `hotspan.slow on ${r.dbSpanId}: ${show}`);
       assert.ok(['span', 'window'].includes(a['profile.match']), `profile.match: ${show}`);
@@ -152,7 +140,7 @@ service:
     for (const s of spans) {
       if (durationMs(s.span) >= THRESHOLD_MS) continue;
       fast += 1;
-      const a = attrs(s.span.attributes);
+      const a = attrs(s.span);
       assert.deepEqual(hotspanKeys(a), [],
         `fast span ${service(s)} "${s.span.name}" (${durationMs(s.span)} ms) was annotated`);
     }
@@ -163,7 +151,7 @@ service:
       const s = spans.find((x) => x.span.spanId === r.dbSpanId);
       assert.ok(s, `fast user-db span ${r.dbSpanId} arrived`);
       if (durationMs(s.span) >= THRESHOLD_MS) continue;
-      assert.deepEqual(hotspanKeys(attrs(s.span.attributes)), [],
+      assert.deepEqual(hotspanKeys(attrs(s.span)), [],
         `fast user-db span ${r.dbSpanId} (${durationMs(s.span)} ms)`);
     }
   });
@@ -172,7 +160,7 @@ service:
     const api = spans.filter((s) => service(s) === 'api-server');
     assert.equal(api.length, run.requests.length);
     for (const s of api) {
-      const a = attrs(s.span.attributes);
+      const a = attrs(s.span);
       for (const k of ['profile.top_functions', 'profile.hot_path', 'profile.grown_functions']) {
         const v = a[k];
         if (v === undefined) continue;

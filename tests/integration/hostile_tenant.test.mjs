@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { attrs } from './lib/otlp.mjs';
 import { startHotspan } from './lib/hotspan.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink, postIngest } from './lib/pyroscope_sink.mjs';
@@ -28,16 +29,6 @@ const A_FNS = /tenantA\./;
 const B_FNS = /tenantB\./;
 
 /** An OTLP AnyValue (decoded) as a plain JS value. */
-function plain(v) {
-  if (!v) return undefined;
-  if ('stringValue' in v) return v.stringValue;
-  if ('boolValue' in v) return v.boolValue;
-  if ('intValue' in v) return Number(v.intValue);
-  if ('doubleValue' in v) return v.doubleValue;
-  if ('arrayValue' in v) return (v.arrayValue.values || []).map(plain);
-  return undefined;
-}
-const attrs = (list) => Object.fromEntries((list || []).map((a) => [a.key, plain(a.value)]));
 /** Everything hotspan wrote on a span, as one string (to search for function names). */
 const annotations = (a) => JSON.stringify(Object.fromEntries(
   Object.entries(a).filter(([k]) => /^(profile\.|hotspan\.|pyroscope\.)/.test(k))));
@@ -181,7 +172,7 @@ service:
     for (const s of sink.spans()) {
       const req = sink.requests[s.request];
       assert.ok(!out.has(s.span.name), `${s.span.name} delivered twice`);
-      out.set(s.span.name, { a: attrs(s.span.attributes), tenant: req.headers['x-scope-orgid'] });
+      out.set(s.span.name, { a: attrs(s.span), tenant: req.headers['x-scope-orgid'] });
     }
 
     // b's spans: under b, never a's functions

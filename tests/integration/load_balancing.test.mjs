@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { startHotspan } from './lib/hotspan.mjs';
 import { runAppReport, nplus1SpanCount, assertNplus1Annotated } from './lib/apps.mjs';
-import { attrs } from './lib/quality.mjs';
+import { attrs } from './lib/otlp.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink } from './lib/pyroscope_sink.mjs';
 import { fetchMetrics, metricSum } from './lib/metrics.mjs';

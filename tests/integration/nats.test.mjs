@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import net from 'node:net';
 import { startHotspan } from './lib/hotspan.mjs';
 import { runAppReport, nplus1SpanCount, assertNplus1Annotated } from './lib/apps.mjs';
-import { attrs } from './lib/quality.mjs';
+import { attrs } from './lib/otlp.mjs';
 import { makeCerts } from './lib/tls.mjs';
 import { startSink } from './lib/sink.mjs';
 import { startPyroscopeSink } from './lib/pyroscope_sink.mjs';

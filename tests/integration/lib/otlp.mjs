@@ -190,10 +190,13 @@ export function plain(v) {
   if ('intValue' in v) return Number(v.intValue);
   if ('doubleValue' in v) return v.doubleValue;
   if ('arrayValue' in v) return (v.arrayValue.values || []).map(plain);
+  if ('kvlistValue' in v) return Object.fromEntries((v.kvlistValue.values || []).map((kv) => [kv.key, plain(kv.value)]));
+  if ('bytesValue' in v) return v.bytesValue;
   return undefined;
 }
 
-/** A span's attributes as an object (the last value of a key that appears twice wins). */
+/** The attributes of a span (or a resource) as an object (the last value of a key that appears
+ * twice wins). */
 export const attrs = (span) => Object.fromEntries((span?.attributes || []).map((a) => [a.key, plain(a.value)]));
 /** How many times key is in the span's attribute list (OTLP requires keys to be unique). */
 export const attrCount = (span, key) => (span.attributes || []).filter((a) => a.key === key).length;
